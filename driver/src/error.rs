@@ -1,0 +1,96 @@
+//! The driver's error type: every failure a user can meet, with enough context to act on.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything that can go wrong between source text and a finished call.
+#[derive(Debug)]
+pub enum Error {
+    /// No clang was found (`ELFJIT_CLANG`, `clang`, `clang-NN` in PATH).
+    ClangNotFound { tried: Vec<String> },
+    /// clang ran and failed; `stderr` holds its diagnostics.
+    ClangFailed { clang: PathBuf, status: String, stderr: String },
+    /// clang did not finish within the timeout and was killed.
+    ClangTimeout { clang: PathBuf, timeout: Duration },
+    /// An I/O failure (spawning clang, pipes, reading a file).
+    Io { context: String, source: std::io::Error },
+    /// The core linker rejected the object or a relocation.
+    Link(elfjit_core::Error),
+    /// The OS refused memory (mmap/mprotect).
+    Memory(String),
+    /// `--entry NAME` (or a lookup by name) found no such function.
+    UnknownEntry { name: String, available: Vec<String> },
+    /// No `--entry` was given and the object does not have exactly one global function.
+    AmbiguousEntry { available: Vec<String> },
+    /// A malformed `--arg`, `--ret`, `--lang` or `--target` value.
+    BadArgument { what: String, reason: String },
+    /// A request elfjit cannot serve (e.g. a foreign target before its support exists).
+    Unsupported(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::ClangNotFound { tried } => write!(
+                f,
+                "no clang found (tried {}); install one (Debian/Ubuntu: `apt-get install clang-19`) \
+                 or set ELFJIT_CLANG to its path",
+                tried.join(", ")
+            ),
+            Error::ClangFailed { clang, status, stderr } => write!(
+                f,
+                "{} failed ({status}):\n{}",
+                clang.display(),
+                stderr.trim_end()
+            ),
+            Error::ClangTimeout { clang, timeout } => write!(
+                f,
+                "{} did not finish within {:.1} s and was killed",
+                clang.display(),
+                timeout.as_secs_f64()
+            ),
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::Link(e) => write!(f, "{e}"),
+            Error::Memory(m) => write!(f, "memory: {m}"),
+            Error::UnknownEntry { name, available } => write!(
+                f,
+                "unknown entry `{name}`; global functions: {}",
+                list_or_none(available)
+            ),
+            Error::AmbiguousEntry { available } => write!(
+                f,
+                "choose an entry with --entry; global functions: {}",
+                list_or_none(available)
+            ),
+            Error::BadArgument { what, reason } => write!(f, "bad {what}: {reason}"),
+            Error::Unsupported(m) => write!(f, "unsupported: {m}"),
+        }
+    }
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "(none)".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<elfjit_core::Error> for Error {
+    fn from(e: elfjit_core::Error) -> Self {
+        Error::Link(e)
+    }
+}
+
+/// Shorthand used across the driver.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
