@@ -2,6 +2,7 @@
 //! and call it.
 
 pub mod error;
+pub mod inspect;
 pub mod module;
 
 pub use elfjit_core::Arch;
