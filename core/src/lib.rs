@@ -1,6 +1,32 @@
+//! elfjit-core: link ELF relocatable objects into memory for a JIT, without `std`,
+//! without allocation and without `unsafe`.
+//!
+//! The flow is *plan, then link*. [`Plan::new`] parses and validates the objects and
+//! decides everything from them alone: where each section goes, in three page-aligned
+//! segments (code read/execute, read-only data, read/write data), which symbols need GOT
+//! slots and far-call stubs. [`Plan::link`] then asks a [`MemoryBackend`] for the memory,
+//! copies the sections, resolves undefined symbols through a [`SymbolResolver`], applies
+//! the relocations against the *target* address the backend reports (which may differ from
+//! where the bytes are written), protects the segments and flushes the instruction cache.
+//!
+//! Every input is validated; every failure is an [`Error`]; every range-limited relocation
+//! is checked. Tables are fixed-capacity (see the `MAX_*` constants).
 #![no_std]
+#![forbid(unsafe_code)]
+// Errors carry names by value: the core can neither allocate nor borrow the input past the
+// call, and errors are rare, so their size costs nothing on the success path.
+#![allow(clippy::result_large_err)]
+
 pub mod arch;
-pub use arch::Arch;
-#[derive(Debug)]
-pub struct Error;
-impl core::fmt::Display for Error { fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result { f.write_str("placeholder") } }
+pub mod bits;
+pub mod elf;
+pub mod error;
+pub mod link;
+pub mod memory;
+pub mod plan;
+
+pub use arch::{Applied, Arch, Via};
+pub use error::{BackendError, Error, Name, RelocError, RelocProblem, Result};
+pub use link::{Global, Image, RelocRecord};
+pub use memory::{MemoryBackend, NoSymbols, Protection, SliceBackend, SymbolResolver};
+pub use plan::{Plan, SectionPlace, Segment, SegmentKind};

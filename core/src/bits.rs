@@ -1,0 +1,188 @@
+//! Bit and byte helpers shared by every architecture: field extraction, sign extension,
+//! range checks, and little-endian reads/writes that report short buffers instead of
+//! panicking.
+
+/// Bits `hi..=lo` of `v`, shifted down to bit 0. `hi` must be < 64 and >= `lo`.
+#[inline]
+pub const fn bits(v: u64, hi: u32, lo: u32) -> u64 {
+    let width = hi - lo + 1;
+    (v >> lo) & mask(width)
+}
+
+/// A mask of the low `width` bits (`width` up to 64).
+#[inline]
+pub const fn mask(width: u32) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+/// Sign-extends the low `width` bits of `v` (1 ≤ `width` ≤ 64).
+#[inline]
+pub const fn sign_extend(v: u64, width: u32) -> i64 {
+    if width == 0 || width >= 64 {
+        v as i64
+    } else {
+        let shift = 64 - width;
+        ((v << shift) as i64) >> shift
+    }
+}
+
+/// Whether `v` fits a two's-complement field of `width` bits.
+#[inline]
+pub const fn fits_signed(v: i128, width: u32) -> bool {
+    if width == 0 || width > 127 {
+        return width > 127 || v == 0;
+    }
+    let half = 1i128 << (width - 1);
+    v >= -half && v < half
+}
+
+/// Whether `v` fits an unsigned field of `width` bits.
+#[inline]
+pub const fn fits_unsigned(v: i128, width: u32) -> bool {
+    if width > 126 {
+        return v >= 0;
+    }
+    v >= 0 && v < (1i128 << width)
+}
+
+/// Whether `v` fits `width` bits either as signed or as unsigned: the check for plain data
+/// relocations (R_*_32, R_*_16) whose consumer may read the field either way.
+#[inline]
+pub const fn fits_either(v: i128, width: u32) -> bool {
+    if width == 0 || width > 126 {
+        return width > 126 || v == 0;
+    }
+    v >= -(1i128 << (width - 1)) && v < (1i128 << width)
+}
+
+/// Reads `N` little-endian bytes at the start of `buf`.
+#[inline]
+fn read<const N: usize>(buf: &[u8]) -> Option<[u8; N]> {
+    let mut out = [0u8; N];
+    out.copy_from_slice(buf.get(..N)?);
+    Some(out)
+}
+
+/// Writes `bytes` at the start of `buf`; `None` if it is too short.
+#[inline]
+fn write(buf: &mut [u8], bytes: &[u8]) -> Option<()> {
+    buf.get_mut(..bytes.len())?.copy_from_slice(bytes);
+    Some(())
+}
+
+/// Reads a little-endian u16.
+#[inline]
+pub fn read_u16(buf: &[u8]) -> Option<u16> {
+    read::<2>(buf).map(u16::from_le_bytes)
+}
+
+/// Reads a little-endian u32.
+#[inline]
+pub fn read_u32(buf: &[u8]) -> Option<u32> {
+    read::<4>(buf).map(u32::from_le_bytes)
+}
+
+/// Reads a little-endian u64.
+#[inline]
+pub fn read_u64(buf: &[u8]) -> Option<u64> {
+    read::<8>(buf).map(u64::from_le_bytes)
+}
+
+/// Writes a byte.
+#[inline]
+pub fn write_u8(buf: &mut [u8], v: u8) -> Option<()> {
+    write(buf, &[v])
+}
+
+/// Writes a little-endian u16.
+#[inline]
+pub fn write_u16(buf: &mut [u8], v: u16) -> Option<()> {
+    write(buf, &v.to_le_bytes())
+}
+
+/// Writes a little-endian u32.
+#[inline]
+pub fn write_u32(buf: &mut [u8], v: u32) -> Option<()> {
+    write(buf, &v.to_le_bytes())
+}
+
+/// Writes a little-endian u64.
+#[inline]
+pub fn write_u64(buf: &mut [u8], v: u64) -> Option<()> {
+    write(buf, &v.to_le_bytes())
+}
+
+/// Rounds `v` up to a multiple of `align` (a power of two); `None` on overflow.
+#[inline]
+pub const fn align_up(v: u64, align: u64) -> Option<u64> {
+    let m = align.wrapping_sub(1);
+    match v.checked_add(m) {
+        Some(x) => Some(x & !m),
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn field_extraction_and_masks() {
+        assert_eq!(bits(0xABCD, 15, 12), 0xA);
+        assert_eq!(bits(0xABCD, 3, 0), 0xD);
+        assert_eq!(bits(u64::MAX, 63, 0), u64::MAX);
+        assert_eq!(mask(0), 0);
+        assert_eq!(mask(64), u64::MAX);
+    }
+
+    #[test]
+    fn range_boundaries() {
+        assert!(fits_signed(i32::MAX as i128, 32));
+        assert!(fits_signed(i32::MIN as i128, 32));
+        assert!(!fits_signed(i32::MAX as i128 + 1, 32));
+        assert!(!fits_signed(i32::MIN as i128 - 1, 32));
+        assert!(fits_unsigned(u32::MAX as i128, 32));
+        assert!(!fits_unsigned(u32::MAX as i128 + 1, 32));
+        assert!(!fits_unsigned(-1, 32));
+        assert!(fits_either(-1, 32));
+        assert!(fits_either(u32::MAX as i128, 32));
+        assert!(!fits_either(i32::MIN as i128 - 1, 32));
+    }
+
+    #[test]
+    fn short_buffers_are_reported() {
+        let mut b = [0u8; 3];
+        assert_eq!(write_u32(&mut b, 1), None);
+        assert_eq!(b, [0, 0, 0]);
+        assert_eq!(read_u32(&b), None);
+        assert_eq!(write_u16(&mut b, 0xBEEF), Some(()));
+        assert_eq!(read_u16(&b), Some(0xBEEF));
+        assert_eq!(align_up(u64::MAX, 16), None);
+        assert_eq!(align_up(17, 16), Some(32));
+    }
+
+    proptest! {
+        #[test]
+        fn sign_extend_round_trips(v in any::<i64>(), width in 1u32..=64) {
+            let truncated = (v as u64) & mask(width);
+            let back = sign_extend(truncated, width);
+            if fits_signed(v as i128, width) {
+                prop_assert_eq!(back, v);
+            } else {
+                prop_assert_eq!((back as u64) & mask(width), truncated);
+            }
+        }
+
+        #[test]
+        fn le_round_trip(v in any::<u64>(), pad in 0usize..4) {
+            let mut b = [0u8; 12];
+            prop_assert!(write_u64(&mut b[pad..], v).is_some());
+            prop_assert_eq!(read_u64(&b[pad..]), Some(v));
+        }
+    }
+}

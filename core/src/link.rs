@@ -1,0 +1,352 @@
+//! Linking a planned image into backend memory: copy, resolve, fill GOT and stubs, apply
+//! relocations, protect, flush. Nothing here allocates or searches per relocation: every
+//! lookup is an index into a table the plan built.
+
+use crate::arch::{self, Applied, RelocInput};
+use crate::bits::write_u64;
+use crate::elf::{Object, Rela};
+use crate::error::{Error, Name, RelocError, Result};
+use crate::memory::{MemoryBackend, SymbolResolver};
+use crate::plan::{Definition, Plan, SegmentKind, GOT_SLOT_SIZE};
+
+/// One applied relocation, reported to a link observer (used by `elfjit inspect`).
+#[derive(Clone, Copy, Debug)]
+pub struct RelocRecord {
+    /// Index of the object in the plan.
+    pub object: usize,
+    /// Section the relocation patches (index within its object).
+    pub section: usize,
+    pub rela: Rela,
+    /// S, P, and the target address of the GOT slot or stub used, if any.
+    pub symbol_address: u64,
+    pub place_address: u64,
+    pub applied: Applied,
+}
+
+/// A linked image: the plan plus the target address it was linked at.
+pub struct Image<'p, 'a> {
+    plan: &'p Plan<'a>,
+    base: u64,
+}
+
+fn slice_mut(memory: &mut [u8], offset: u64, len: u64) -> Result<&mut [u8]> {
+    let start = usize::try_from(offset).map_err(|_| Error::BackendMismatch { what: "offset" })?;
+    let end = offset
+        .checked_add(len)
+        .and_then(|e| usize::try_from(e).ok())
+        .ok_or(Error::BackendMismatch { what: "offset" })?;
+    memory.get_mut(start..end).ok_or(Error::BackendMismatch {
+        what: "memory shorter than the image",
+    })
+}
+
+impl<'a> Plan<'a> {
+    /// Links the planned image into memory from `backend`, resolving external symbols with
+    /// `resolver`.
+    pub fn link<B, R>(&mut self, backend: &mut B, resolver: &mut R) -> Result<Image<'_, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+    {
+        self.link_observed(backend, resolver, &mut |_: &RelocRecord| {})
+    }
+
+    /// Like [`link`](Plan::link), calling `observer` after each relocation is applied.
+    pub fn link_observed<B, R, O>(
+        &mut self,
+        backend: &mut B,
+        resolver: &mut R,
+        observer: &mut O,
+    ) -> Result<Image<'_, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        if backend.page_size() != self.page_size {
+            return Err(Error::BackendMismatch {
+                what: "page size differs from the plan's",
+            });
+        }
+        let base = backend.allocate(self.image_size)?;
+        if base % self.page_size != 0 {
+            return Err(Error::BackendMismatch {
+                what: "base address not page-aligned",
+            });
+        }
+        self.copy_sections(backend.memory())?;
+        self.resolve_symbols(base, resolver)?;
+        self.write_got_and_stubs(backend.memory())?;
+        self.apply_relocations(backend.memory(), base, observer)?;
+        for kind in SegmentKind::ALL {
+            let segment = self.segment(kind);
+            if segment.mapped != 0 {
+                backend.protect(segment.offset, segment.mapped, kind.protection())?;
+            }
+        }
+        let code = self.segment(SegmentKind::Code);
+        if code.size != 0 {
+            backend.flush_icache(code.offset, code.size)?;
+        }
+        Ok(Image { plan: self, base })
+    }
+
+    fn copy_sections(&self, memory: &mut [u8]) -> Result<()> {
+        for entry in self.objects.iter() {
+            for index in 0..entry.object.section_count() {
+                let Some(place) = self.sections.get(entry.section_base as usize + index) else {
+                    continue;
+                };
+                if !place.loaded {
+                    continue;
+                }
+                let dest = slice_mut(memory, place.offset, place.size)?;
+                if place.zeroed {
+                    dest.fill(0);
+                } else {
+                    dest.copy_from_slice(entry.object.section(index)?.data);
+                }
+            }
+        }
+        // COMMON symbols keep their size in the object's symbol table.
+        for entry in self.objects.iter() {
+            for index in 0..entry.object.symbol_count() {
+                let flat = entry.symbol_base as usize + index;
+                if let Some(Definition::Common { offset }) = self.symbol_def(flat) {
+                    let size = entry.object.symbol(index)?.size;
+                    slice_mut(memory, offset, size)?.fill(0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn resolve_symbols<R: SymbolResolver + ?Sized>(
+        &mut self,
+        base: u64,
+        resolver: &mut R,
+    ) -> Result<()> {
+        let got_base = base.wrapping_add(self.got_offset);
+        for obj in 0..self.objects.len() {
+            let Some(entry) = self.objects.get(obj).copied() else {
+                continue;
+            };
+            for index in 0..entry.object.symbol_count() {
+                let flat = entry.symbol_base as usize + index;
+                let Some(symbol) = self.symbols.get(flat).copied() else {
+                    continue;
+                };
+                let address = match symbol.def {
+                    Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => 0,
+                    Definition::InSection { section, value } => {
+                        let offset = self.sections.get(section as usize).map_or(0, |p| p.offset);
+                        base.wrapping_add(offset).wrapping_add(value)
+                    }
+                    Definition::Absolute(value) => value,
+                    Definition::Common { offset } => base.wrapping_add(offset),
+                    Definition::GotRelative(bias) => got_base.wrapping_add_signed(bias),
+                    Definition::External { weak } => {
+                        if !symbol.referenced {
+                            0
+                        } else {
+                            let name = entry.object.symbol(index)?.name;
+                            match resolver.resolve(name) {
+                                Some(address) => address,
+                                None if weak => 0,
+                                None => {
+                                    return Err(Error::UndefinedSymbol {
+                                        name: Name::new(name),
+                                    })
+                                }
+                            }
+                        }
+                    }
+                };
+                if let Some(s) = self.symbols.get_mut(flat) {
+                    s.address = address;
+                }
+            }
+        }
+        // Aliases point at entries resolved above (never at other aliases).
+        for flat in 0..self.symbols.len() {
+            if let Some(Definition::Alias(target)) = self.symbol_def(flat) {
+                let address = self.symbols.get(target as usize).map_or(0, |s| s.address);
+                if let Some(s) = self.symbols.get_mut(flat) {
+                    s.address = address;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_got_and_stubs(&self, memory: &mut [u8]) -> Result<()> {
+        let stub_size = arch::stub_size(self.arch);
+        for symbol in self.symbols.iter() {
+            if symbol.got_slot != u32::MAX {
+                let offset = self.got_offset + u64::from(symbol.got_slot) * GOT_SLOT_SIZE;
+                write_u64(slice_mut(memory, offset, GOT_SLOT_SIZE)?, symbol.address).ok_or(
+                    Error::BackendMismatch {
+                        what: "GOT outside memory",
+                    },
+                )?;
+            }
+            if symbol.stub != u32::MAX {
+                let offset = self.stub_offset + u64::from(symbol.stub) * stub_size;
+                arch::write_stub(
+                    self.arch,
+                    slice_mut(memory, offset, stub_size)?,
+                    symbol.address,
+                )
+                .ok_or(Error::BackendMismatch {
+                    what: "stub outside memory",
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_relocations<O: FnMut(&RelocRecord) + ?Sized>(
+        &self,
+        memory: &mut [u8],
+        base: u64,
+        observer: &mut O,
+    ) -> Result<()> {
+        let got_base = base.wrapping_add(self.got_offset);
+        let stub_base = base.wrapping_add(self.stub_offset);
+        let stub_size = arch::stub_size(self.arch);
+        for (obj, rela_index, target) in self.relocation_sections() {
+            let Some(entry) = self.objects.get(obj) else {
+                continue;
+            };
+            let Some(place) = self
+                .sections
+                .get(entry.section_base as usize + target)
+                .copied()
+            else {
+                continue;
+            };
+            let section_bytes = slice_mut(memory, place.offset, place.size)?;
+            let section_address = base.wrapping_add(place.offset);
+            for rela in entry.object.relocations(rela_index)? {
+                let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
+                let symbol = self.symbols.get(flat).copied();
+                let (s, got_slot, stub) = match symbol {
+                    Some(sym) => (
+                        sym.address,
+                        (sym.got_slot != u32::MAX)
+                            .then(|| got_base + u64::from(sym.got_slot) * GOT_SLOT_SIZE),
+                        (sym.stub != u32::MAX).then(|| stub_base + u64::from(sym.stub) * stub_size),
+                    ),
+                    None => (0, None, None),
+                };
+                let input = RelocInput {
+                    r_type: rela.r_type,
+                    s,
+                    a: rela.addend,
+                    p: section_address.wrapping_add(rela.offset),
+                    got_slot,
+                    got_base,
+                    stub,
+                    size: symbol_size(&entry.object, rela.symbol),
+                };
+                let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
+                let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
+                let applied = arch::apply(self.arch, &input, place_bytes).map_err(|failure| {
+                    Error::Relocation(RelocError {
+                        arch: self.arch,
+                        r_type: rela.r_type,
+                        section: entry.object.section_name(target),
+                        offset: rela.offset,
+                        symbol: Name::new(entry.object.symbol(rela.symbol as usize).map_or(
+                            &b"?"[..],
+                            |s| {
+                                if s.name.is_empty() {
+                                    entry
+                                        .object
+                                        .section(usize::from(s.shndx))
+                                        .map_or(&b"?"[..], |sec| sec.name)
+                                } else {
+                                    s.name
+                                }
+                            },
+                        )),
+                        value: failure.value,
+                        problem: failure.problem,
+                    })
+                })?;
+                observer(&RelocRecord {
+                    object: obj,
+                    section: target,
+                    rela,
+                    symbol_address: s,
+                    place_address: input.p,
+                    applied,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn symbol_size(object: &Object<'_>, index: u32) -> u64 {
+    object.symbol(index as usize).map_or(0, |s| s.size)
+}
+
+impl<'a> Image<'_, 'a> {
+    /// The target address of the image's first byte.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// The plan the image was linked from.
+    pub fn plan(&self) -> &Plan<'a> {
+        self.plan
+    }
+
+    /// The target address of a global symbol defined in the image.
+    pub fn symbol(&self, name: &str) -> Option<u64> {
+        self.globals()
+            .find(|g| g.name == name.as_bytes())
+            .map(|g| g.address)
+    }
+
+    /// The global functions defined in the image, in link order.
+    pub fn functions(&self) -> impl Iterator<Item = Global<'a>> + '_ {
+        self.globals().filter(|g| g.is_function)
+    }
+
+    /// Every global (or weak) symbol defined in the image.
+    pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
+        self.plan.objects.iter().flat_map(move |entry| {
+            (1..entry.object.symbol_count()).filter_map(move |index| {
+                let sym = entry.object.symbol(index).ok()?;
+                if !sym.is_defined() || !sym.is_global() || sym.name.is_empty() {
+                    return None;
+                }
+                let flat = entry.symbol_base as usize + index;
+                let s = self.plan.symbols.get(flat)?;
+                if matches!(s.def, Definition::Unloaded | Definition::Nothing) {
+                    return None;
+                }
+                Some(Global {
+                    name: sym.name,
+                    address: s.address,
+                    size: sym.size,
+                    is_function: sym.kind == object::elf::STT_FUNC,
+                    other: sym.other,
+                })
+            })
+        })
+    }
+}
+
+/// A global symbol of a linked image.
+#[derive(Clone, Copy, Debug)]
+pub struct Global<'a> {
+    pub name: &'a [u8],
+    pub address: u64,
+    pub size: u64,
+    pub is_function: bool,
+    /// `st_other` (ppc64le keeps the local entry point offset here).
+    pub other: u8,
+}

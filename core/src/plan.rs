@@ -1,0 +1,676 @@
+//! The pre-scan: from the objects alone, decide where every section goes, which symbols
+//! need GOT slots and stubs, and how big each segment is — before any memory is asked for.
+//! Linking then only copies, computes and writes.
+
+use crate::arch::{self, Arch};
+use crate::bits::align_up;
+use crate::elf::{Object, Rela, Symbol};
+use crate::error::{Error, Name, Result};
+use crate::memory::Protection;
+use heapless::Vec;
+use object::elf;
+
+/// Most objects linked into one image.
+pub const MAX_OBJECTS: usize = 32;
+/// Most section headers across all objects of one image.
+pub const MAX_SECTIONS: usize = 2048;
+/// Most symbols across all objects of one image.
+pub const MAX_SYMBOLS: usize = 4096;
+/// Largest image elfjit lays out (1 GiB): far beyond any kernel, well inside every
+/// architecture's PC-relative reach within the image.
+pub const MAX_IMAGE_SIZE: u64 = 1 << 30;
+
+/// Size of a GOT slot (all supported architectures are 64-bit).
+pub const GOT_SLOT_SIZE: u64 = 8;
+
+/// "No slot" marker in the symbol table.
+const NONE: u32 = u32::MAX;
+
+/// The three segments of an image, in address order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// Code and stubs: read/execute.
+    Code,
+    /// Read-only data and the GOT: read.
+    ReadOnly,
+    /// Writable data, `.bss` and COMMON symbols: read/write.
+    Data,
+}
+
+impl SegmentKind {
+    /// The protection the segment ends up with.
+    pub const fn protection(self) -> Protection {
+        match self {
+            SegmentKind::Code => Protection::ReadExecute,
+            SegmentKind::ReadOnly => Protection::ReadOnly,
+            SegmentKind::Data => Protection::ReadWrite,
+        }
+    }
+
+    const fn index(self) -> usize {
+        match self {
+            SegmentKind::Code => 0,
+            SegmentKind::ReadOnly => 1,
+            SegmentKind::Data => 2,
+        }
+    }
+
+    /// All segments, in address order.
+    pub const ALL: [SegmentKind; 3] = [SegmentKind::Code, SegmentKind::ReadOnly, SegmentKind::Data];
+}
+
+/// One segment's place in the image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Segment {
+    /// Offset from the image start (page-aligned).
+    pub offset: u64,
+    /// Bytes in use.
+    pub size: u64,
+    /// Bytes mapped (`size` rounded up to whole pages; 0 for an empty segment).
+    pub mapped: u64,
+}
+
+/// Where one section of one object goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SectionPlace {
+    /// Loaded into the image (SHF_ALLOC); otherwise the other fields are meaningless.
+    pub loaded: bool,
+    /// Zero-filled (`SHT_NOBITS`) rather than copied.
+    pub zeroed: bool,
+    pub segment: SegmentKind,
+    /// Offset from the image start.
+    pub offset: u64,
+    pub size: u64,
+}
+
+const NOT_LOADED: SectionPlace = SectionPlace {
+    loaded: false,
+    zeroed: false,
+    segment: SegmentKind::ReadOnly,
+    offset: 0,
+    size: 0,
+};
+
+/// What a symbol table entry refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Definition {
+    /// The null symbol, or one no loaded relocation can use: address 0.
+    Nothing,
+    /// In a loaded section (flat section index), at `value` from its start.
+    InSection { section: u32, value: u64 },
+    /// An absolute value.
+    Absolute(u64),
+    /// A COMMON symbol placed at this image offset.
+    Common { offset: u64 },
+    /// In a section that is not loaded (debug info): relocations against it are errors.
+    Unloaded,
+    /// Provided from outside the image (the resolver).
+    External { weak: bool },
+    /// The same symbol as another entry (flat index): a cross-object reference or a
+    /// repeated external.
+    Alias(u32),
+    /// Defined by the linker at an offset from the GOT's first byte.
+    GotRelative(i64),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SymbolEntry {
+    pub def: Definition,
+    pub got_slot: u32,
+    pub stub: u32,
+    pub referenced: bool,
+    /// Filled by the linker.
+    pub address: u64,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct ObjectEntry<'a> {
+    pub object: Object<'a>,
+    pub section_base: u32,
+    pub symbol_base: u32,
+}
+
+/// The complete layout of an image, computed from its objects before memory is allocated.
+pub struct Plan<'a> {
+    pub(crate) arch: Arch,
+    pub(crate) page_size: u64,
+    pub(crate) objects: Vec<ObjectEntry<'a>, MAX_OBJECTS>,
+    pub(crate) sections: Vec<SectionPlace, MAX_SECTIONS>,
+    pub(crate) symbols: Vec<SymbolEntry, MAX_SYMBOLS>,
+    pub(crate) segments: [Segment; 3],
+    pub(crate) got_offset: u64,
+    pub(crate) got_slots: u32,
+    pub(crate) stub_offset: u64,
+    pub(crate) stubs: u32,
+    pub(crate) image_size: u64,
+    pub(crate) relocations: u64,
+}
+
+/// Reserves `size` bytes aligned to `align` at the end of a segment; returns its offset.
+fn reserve(end: &mut u64, size: u64, align: u64) -> Result<u64> {
+    let start = align_up(*end, align).ok_or(Error::ImageTooLarge { size: *end })?;
+    let new_end = start
+        .checked_add(size)
+        .ok_or(Error::ImageTooLarge { size: start })?;
+    if new_end > MAX_IMAGE_SIZE {
+        return Err(Error::ImageTooLarge { size: new_end });
+    }
+    *end = new_end;
+    Ok(start)
+}
+
+fn unsupported(object: &Object<'_>, index: usize, what: &'static str) -> Error {
+    Error::UnsupportedSection {
+        section: object.section_name(index),
+        what,
+    }
+}
+
+impl<'a> Plan<'a> {
+    /// Plans one image from `objects` (all of one architecture), with segments aligned to
+    /// `page_size` (a power of two, the target's page size).
+    pub fn new(objects: &[&'a [u8]], page_size: u64) -> Result<Plan<'a>> {
+        if !page_size.is_power_of_two() || page_size > MAX_IMAGE_SIZE {
+            return Err(Error::NotSupported {
+                what: "page size",
+                value: page_size,
+            });
+        }
+        let mut parsed: Vec<ObjectEntry<'a>, MAX_OBJECTS> = Vec::new();
+        let (mut section_base, mut symbol_base) = (0u32, 0u32);
+        for bytes in objects {
+            let object = Object::parse(bytes)?;
+            parsed
+                .push(ObjectEntry {
+                    object,
+                    section_base,
+                    symbol_base,
+                })
+                .map_err(|_| Error::CapacityExceeded {
+                    table: "objects",
+                    capacity: MAX_OBJECTS,
+                })?;
+            section_base = section_base.saturating_add(object.section_count() as u32);
+            symbol_base = symbol_base.saturating_add(object.symbol_count() as u32);
+        }
+        let first = parsed.first().ok_or(Error::NotSupported {
+            what: "empty object list",
+            value: 0,
+        })?;
+        let arch = first.object.arch();
+        if let Some(other) = parsed.iter().find(|o| o.object.arch() != arch) {
+            return Err(Error::MixedArchitectures {
+                first: arch,
+                other: other.object.arch(),
+            });
+        }
+
+        let mut plan = Plan {
+            arch,
+            page_size,
+            objects: parsed,
+            sections: Vec::new(),
+            symbols: Vec::new(),
+            segments: [Segment::default(); 3],
+            got_offset: 0,
+            got_slots: 0,
+            stub_offset: 0,
+            stubs: 0,
+            image_size: 0,
+            relocations: 0,
+        };
+        // Segment-relative ends while sections are placed; turned into image offsets last.
+        let mut ends = [0u64; 3];
+        plan.place_sections(&mut ends)?;
+        plan.collect_symbols(&mut ends)?;
+        plan.scan_relocations()?;
+        plan.finish_layout(&mut ends)?;
+        Ok(plan)
+    }
+
+    fn place_sections(&mut self, ends: &mut [u64; 3]) -> Result<()> {
+        for entry in self.objects.clone().iter() {
+            let object = &entry.object;
+            for index in 0..object.section_count() {
+                let section = object.section(index)?;
+                let place = Self::place_section(self.arch, object, index, ends, &section)?;
+                self.sections
+                    .push(place)
+                    .map_err(|_| Error::CapacityExceeded {
+                        table: "sections",
+                        capacity: MAX_SECTIONS,
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn place_section(
+        arch: Arch,
+        object: &Object<'_>,
+        index: usize,
+        ends: &mut [u64; 3],
+        section: &crate::elf::Section<'_>,
+    ) -> Result<SectionPlace> {
+        let flags = section.flags;
+        let name = section.name;
+        match section.kind {
+            elf::SHT_REL => {
+                let target = object.section(section.info as usize)?;
+                if target.is_alloc() {
+                    return Err(unsupported(
+                        object,
+                        index,
+                        "SHT_REL relocations without addends",
+                    ));
+                }
+            }
+            elf::SHT_INIT_ARRAY | elf::SHT_FINI_ARRAY | elf::SHT_PREINIT_ARRAY => {
+                return Err(unsupported(object, index, "constructors or destructors"));
+            }
+            _ => {}
+        }
+        if !section.is_alloc() {
+            return Ok(NOT_LOADED);
+        }
+        if name.starts_with(b".ctors") || name.starts_with(b".dtors") {
+            return Err(unsupported(object, index, "constructors or destructors"));
+        }
+        if flags & u64::from(elf::SHF_TLS) != 0 {
+            return Err(unsupported(object, index, "thread-local storage"));
+        }
+        let zeroed = match section.kind {
+            elf::SHT_NOBITS => true,
+            elf::SHT_PROGBITS | elf::SHT_NOTE => false,
+            kind if arch::is_loadable_type(arch, kind) => false,
+            _ => {
+                return Err(unsupported(
+                    object,
+                    index,
+                    "an allocated section type elfjit does not know",
+                ))
+            }
+        };
+        let write = flags & u64::from(elf::SHF_WRITE) != 0;
+        let exec = flags & u64::from(elf::SHF_EXECINSTR) != 0;
+        let segment = match (write, exec) {
+            (true, true) => return Err(unsupported(object, index, "writable code (W+X)")),
+            (false, true) => SegmentKind::Code,
+            (true, false) => SegmentKind::Data,
+            (false, false) => SegmentKind::ReadOnly,
+        };
+        let end = ends
+            .get_mut(segment.index())
+            .ok_or(Error::ImageTooLarge { size: 0 })?;
+        let offset = reserve(end, section.size, section.align)?;
+        Ok(SectionPlace {
+            loaded: true,
+            zeroed,
+            segment,
+            offset,
+            size: section.size,
+        })
+    }
+
+    fn collect_symbols(&mut self, ends: &mut [u64; 3]) -> Result<()> {
+        for entry in self.objects.clone().iter() {
+            let object = &entry.object;
+            for index in 0..object.symbol_count() {
+                let sym = object.symbol(index)?;
+                let def = self.define(entry, index, &sym, ends)?;
+                self.symbols
+                    .push(SymbolEntry {
+                        def,
+                        got_slot: NONE,
+                        stub: NONE,
+                        referenced: false,
+                        address: 0,
+                    })
+                    .map_err(|_| Error::CapacityExceeded {
+                        table: "symbols",
+                        capacity: MAX_SYMBOLS,
+                    })?;
+            }
+        }
+        // Undefined symbols: another object's global definition, a linker-defined name, a
+        // repeat of an earlier external (one GOT slot / stub per name), or a new external.
+        for (obj_index, entry) in self.objects.clone().iter().enumerate() {
+            for index in 0..entry.object.symbol_count() {
+                let flat = entry.symbol_base as usize + index;
+                if !matches!(self.symbol_def(flat), Some(Definition::External { .. })) {
+                    continue;
+                }
+                let name = entry.object.symbol(index)?.name;
+                if let Some(target) = self.find_definition(name, obj_index, flat)? {
+                    if let Some(s) = self.symbols.get_mut(flat) {
+                        s.def = target;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn define(
+        &self,
+        entry: &ObjectEntry<'a>,
+        index: usize,
+        sym: &Symbol<'a>,
+        ends: &mut [u64; 3],
+    ) -> Result<Definition> {
+        if index == 0 {
+            return Ok(Definition::Nothing);
+        }
+        Ok(match sym.shndx {
+            elf::SHN_UNDEF => {
+                if sym.name.is_empty() {
+                    Definition::Nothing
+                } else {
+                    Definition::External {
+                        weak: sym.bind == elf::STB_WEAK,
+                    }
+                }
+            }
+            elf::SHN_ABS => Definition::Absolute(sym.value),
+            elf::SHN_COMMON => {
+                // For COMMON symbols st_value is the alignment.
+                let align = sym.value.max(1);
+                if !align.is_power_of_two() || align > self.page_size {
+                    return Err(Error::Malformed {
+                        what: "COMMON symbol alignment",
+                        at: index as u64,
+                    });
+                }
+                let end = ends
+                    .get_mut(SegmentKind::Data.index())
+                    .ok_or(Error::ImageTooLarge { size: 0 })?;
+                Definition::Common {
+                    offset: reserve(end, sym.size, align)?,
+                }
+            }
+            shndx => {
+                let flat = entry.section_base as usize + usize::from(shndx);
+                match self.sections.get(flat) {
+                    Some(place) if place.loaded => Definition::InSection {
+                        section: flat as u32,
+                        value: sym.value,
+                    },
+                    _ => Definition::Unloaded,
+                }
+            }
+        })
+    }
+
+    /// Resolves an undefined name within the image, if anything here defines it.
+    fn find_definition(
+        &self,
+        name: &[u8],
+        obj_index: usize,
+        flat: usize,
+    ) -> Result<Option<Definition>> {
+        if let Some(bias) = arch::linker_defined(self.arch, name) {
+            return Ok(Some(Definition::GotRelative(bias)));
+        }
+        for (other_index, other) in self.objects.iter().enumerate() {
+            if other_index == obj_index {
+                continue;
+            }
+            for index in 1..other.object.symbol_count() {
+                let sym = other.object.symbol(index)?;
+                if sym.is_defined() && sym.is_global() && sym.name == name {
+                    return Ok(Some(Definition::Alias(other.symbol_base + index as u32)));
+                }
+            }
+        }
+        // An earlier external of the same name becomes the one both refer to.
+        for entry in self.objects.iter() {
+            for index in 1..entry.object.symbol_count() {
+                let earlier = entry.symbol_base as usize + index;
+                if earlier >= flat {
+                    return Ok(None);
+                }
+                if matches!(self.symbol_def(earlier), Some(Definition::External { .. }))
+                    && entry.object.symbol(index)?.name == name
+                {
+                    return Ok(Some(Definition::Alias(earlier as u32)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn symbol_def(&self, flat: usize) -> Option<Definition> {
+        self.symbols.get(flat).map(|s| s.def)
+    }
+
+    /// The entry a reference to `flat` really uses (aliases followed; they never chain).
+    pub(crate) fn canonical(&self, flat: usize) -> usize {
+        match self.symbol_def(flat) {
+            Some(Definition::Alias(target)) => target as usize,
+            _ => flat,
+        }
+    }
+
+    /// Every loaded relocation section: (object index, rela section, target section).
+    pub(crate) fn relocation_sections(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        self.objects
+            .iter()
+            .enumerate()
+            .flat_map(move |(obj, entry)| {
+                (0..entry.object.section_count()).filter_map(move |index| {
+                    let section = entry.object.section(index).ok()?;
+                    if section.kind != elf::SHT_RELA {
+                        return None;
+                    }
+                    let target = section.info as usize;
+                    let place = self.sections.get(entry.section_base as usize + target)?;
+                    place.loaded.then_some((obj, index, target))
+                })
+            })
+    }
+
+    fn scan_relocations(&mut self) -> Result<()> {
+        let mut count = 0u64;
+        let sections: Vec<(usize, usize, usize), MAX_SECTIONS> =
+            self.relocation_sections().collect();
+        for &(obj, rela_index, target) in sections.iter() {
+            let entry = *self.objects.get(obj).ok_or(Error::Malformed {
+                what: "object",
+                at: 0,
+            })?;
+            let place = *self
+                .sections
+                .get(entry.section_base as usize + target)
+                .ok_or(Error::Malformed {
+                    what: "section",
+                    at: target as u64,
+                })?;
+            for rela in entry.object.relocations(rela_index)? {
+                count += 1;
+                self.scan_one(&entry, target, &place, &rela)?;
+            }
+        }
+        self.relocations = count;
+        Ok(())
+    }
+
+    fn scan_one(
+        &mut self,
+        entry: &ObjectEntry<'a>,
+        target: usize,
+        place: &SectionPlace,
+        rela: &Rela,
+    ) -> Result<()> {
+        let object = &entry.object;
+        let class =
+            arch::classify(self.arch, rela.r_type).ok_or_else(|| Error::UnsupportedRelocation {
+                arch: self.arch,
+                r_type: rela.r_type,
+                section: object.section_name(target),
+                offset: rela.offset,
+            })?;
+        if class.skip {
+            return Ok(());
+        }
+        let in_bounds = rela
+            .offset
+            .checked_add(u64::from(class.width))
+            .is_some_and(|end| end <= place.size);
+        if !in_bounds || place.zeroed {
+            return Err(Error::RelocationOutOfBounds {
+                section: object.section_name(target),
+                offset: rela.offset,
+            });
+        }
+        if rela.symbol as usize >= object.symbol_count() {
+            return Err(Error::Malformed {
+                what: "relocation's symbol index",
+                at: u64::from(rela.symbol),
+            });
+        }
+        let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
+        let def = self.symbol_def(flat);
+        if def == Some(Definition::Unloaded) {
+            return Err(Error::UnsupportedSection {
+                section: object.section_name(target),
+                what: "a relocation against a symbol in a section that is not loaded",
+            });
+        }
+        let external = matches!(def, Some(Definition::External { .. }));
+        let (mut got_slots, mut stubs) = (self.got_slots, self.stubs);
+        let symbol = self.symbols.get_mut(flat).ok_or(Error::Malformed {
+            what: "relocation's symbol index",
+            at: u64::from(rela.symbol),
+        })?;
+        symbol.referenced = true;
+        if class.got && symbol.got_slot == NONE {
+            symbol.got_slot = got_slots;
+            got_slots += 1;
+        }
+        if class.call && external && symbol.stub == NONE {
+            symbol.stub = stubs;
+            stubs += 1;
+        }
+        self.got_slots = got_slots;
+        self.stubs = stubs;
+        Ok(())
+    }
+
+    fn finish_layout(&mut self, ends: &mut [u64; 3]) -> Result<()> {
+        let [code_end, ro_end, data_end] = ends;
+        self.stub_offset = reserve(
+            code_end,
+            u64::from(self.stubs) * arch::stub_size(self.arch),
+            16,
+        )?;
+        self.got_offset = reserve(
+            ro_end,
+            u64::from(self.got_slots) * GOT_SLOT_SIZE,
+            GOT_SLOT_SIZE,
+        )?;
+        let sizes = [*code_end, *ro_end, *data_end];
+        let mut next = 0u64;
+        for (segment, size) in self.segments.iter_mut().zip(sizes) {
+            let mapped = align_up(size, self.page_size).ok_or(Error::ImageTooLarge { size })?;
+            *segment = Segment {
+                offset: next,
+                size,
+                mapped,
+            };
+            next = next
+                .checked_add(mapped)
+                .ok_or(Error::ImageTooLarge { size: next })?;
+        }
+        if next > MAX_IMAGE_SIZE {
+            return Err(Error::ImageTooLarge { size: next });
+        }
+        self.image_size = next;
+        let [code, read_only, data] = self.segments.map(|s| s.offset);
+        for place in self.sections.iter_mut().filter(|p| p.loaded) {
+            place.offset += match place.segment {
+                SegmentKind::Code => code,
+                SegmentKind::ReadOnly => read_only,
+                SegmentKind::Data => data,
+            };
+        }
+        for symbol in self.symbols.iter_mut() {
+            if let Definition::Common { offset } = &mut symbol.def {
+                *offset += data;
+            }
+        }
+        self.stub_offset += code;
+        self.got_offset += read_only;
+        Ok(())
+    }
+
+    /// The architecture of the objects.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// The page size segments are aligned to.
+    pub fn page_size(&self) -> u64 {
+        self.page_size
+    }
+
+    /// Total bytes to map.
+    pub fn image_size(&self) -> u64 {
+        self.image_size
+    }
+
+    /// A segment's placement.
+    pub fn segment(&self, kind: SegmentKind) -> Segment {
+        self.segments.get(kind.index()).copied().unwrap_or_default()
+    }
+
+    /// Number of GOT slots and their offset in the image.
+    pub fn got(&self) -> (u32, u64) {
+        (self.got_slots, self.got_offset)
+    }
+
+    /// Number of stubs and the offset of the first in the image.
+    pub fn stubs(&self) -> (u32, u64) {
+        (self.stubs, self.stub_offset)
+    }
+
+    /// Total relocation entries in loaded sections.
+    pub fn relocation_count(&self) -> u64 {
+        self.relocations
+    }
+
+    /// The objects, in link order.
+    pub fn objects(&self) -> impl Iterator<Item = &Object<'a>> + '_ {
+        self.objects.iter().map(|e| &e.object)
+    }
+
+    /// Where section `index` of object `object` goes.
+    pub fn section_place(&self, object: usize, index: usize) -> Option<SectionPlace> {
+        let entry = self.objects.get(object)?;
+        self.sections
+            .get(entry.section_base as usize + index)
+            .copied()
+    }
+
+    /// The GOT slot and stub numbers planned for symbol `index` of object `object`.
+    pub fn symbol_slots(&self, object: usize, index: usize) -> (Option<u32>, Option<u32>) {
+        let Some(entry) = self.objects.get(object) else {
+            return (None, None);
+        };
+        let flat = self.canonical(entry.symbol_base as usize + index);
+        match self.symbols.get(flat) {
+            Some(s) => (
+                (s.got_slot != NONE).then_some(s.got_slot),
+                (s.stub != NONE).then_some(s.stub),
+            ),
+            None => (None, None),
+        }
+    }
+
+    /// Section `index` of object `object`'s name, for messages.
+    pub fn section_name(&self, object: usize, index: usize) -> Name {
+        self.objects
+            .get(object)
+            .map(|e| e.object.section_name(index))
+            .unwrap_or(Name::new(b"?"))
+    }
+}
