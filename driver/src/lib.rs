@@ -7,13 +7,18 @@
 // it ever does.
 #![allow(clippy::result_large_err)]
 
+pub mod args;
 pub mod clang;
 pub mod error;
+pub mod ffi;
 pub mod flags;
 pub mod inspect;
+pub mod json;
 pub mod module;
 
+pub use args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 pub use clang::{CompileOptions, Compiler, Lang};
 pub use elfjit_core::Arch;
 pub use error::{Error, Result};
+pub use ffi::{ArgKind, ArgValue, CallInterface};
 pub use module::Module;
