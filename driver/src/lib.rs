@@ -9,12 +9,14 @@
 
 pub mod args;
 pub mod clang;
+pub mod demo;
 pub mod error;
 pub mod ffi;
 pub mod flags;
 pub mod inspect;
 pub mod json;
 pub mod module;
+pub mod run;
 
 pub use args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 pub use clang::{CompileOptions, Compiler, Lang};
@@ -22,3 +24,4 @@ pub use elfjit_core::Arch;
 pub use error::{Error, Result};
 pub use ffi::{ArgKind, ArgValue, CallInterface};
 pub use module::Module;
+pub use run::{run, run_with, RunOutcome, RunRequest, Timings};
