@@ -303,6 +303,17 @@ impl<'a> Image<'_, 'a> {
         self.plan
     }
 
+    /// The address symbol `index` of object `object` resolved to (0 for an unreferenced
+    /// external), or `None` if there is no such symbol.
+    pub fn address_of(&self, object: usize, index: usize) -> Option<u64> {
+        let entry = self.plan.objects.get(object)?;
+        if index >= entry.object.symbol_count() {
+            return None;
+        }
+        let flat = self.plan.canonical(entry.symbol_base as usize + index);
+        self.plan.symbols.get(flat).map(|s| s.address)
+    }
+
     /// The target address of a global symbol defined in the image.
     pub fn symbol(&self, name: &str) -> Option<u64> {
         self.globals()
