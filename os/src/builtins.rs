@@ -93,7 +93,7 @@ pub mod bf16 {
     /// keeps the second rounding exact).
     pub extern "C" fn truncdfbf2(x: f64) -> f32 {
         let narrowed = x as f32;
-        let odd = if (narrowed as f64) != x && !x.is_nan() {
+        let odd = if (narrowed as f64) != x && narrowed.is_finite() {
             f32::from_bits(narrowed.to_bits() | 1)
         } else {
             narrowed
@@ -135,5 +135,12 @@ mod tests {
         assert!(bits_from_f32(f32::NAN) & 0x7f80 == 0x7f80);
         assert_eq!(bits_from_f32(f32::INFINITY), 0x7f80);
         assert_eq!(bf16::truncdfbf2(1.0).to_bits(), 0x3f80);
+        assert_eq!(bf16::truncdfbf2(1e300).to_bits(), 0x7f80);
+        assert_eq!(bf16::truncdfbf2(-1e300).to_bits(), 0xff80);
+        assert!(bf16::truncdfbf2(f64::NAN).to_bits() & 0x7fc0 == 0x7fc0);
+        // Just above the halfway point between two bf16 values: a double rounding through
+        // f32 alone would tie to even; rounding to odd keeps it going up.
+        let above_half = f64::from_bits(0x3ff0_1000_0000_0001);
+        assert_eq!(bf16::truncdfbf2(above_half).to_bits(), 0x3f81);
     }
 }
