@@ -138,7 +138,10 @@ pub fn check_case(case: &Case, target: Arch, opt_level: u8) -> Result<(), String
     }
     if let Some(entry) = case.entry {
         if out.entry != entry {
-            return Err(format!("{tag}: called `{}`, asked for `{entry}`", out.entry));
+            return Err(format!(
+                "{tag}: called `{}`, asked for `{entry}`",
+                out.entry
+            ));
         }
     }
     (case.check)(&out).map_err(|e| format!("{tag}: {e}"))
@@ -164,11 +167,20 @@ pub struct Tol {
 }
 
 /// Plain f32 arithmetic (allows FMA contraction and an ulp or two).
-pub const FLOAT: Tol = Tol { rel: 1e-5, abs: 1e-6 };
+pub const FLOAT: Tol = Tol {
+    rel: 1e-5,
+    abs: 1e-6,
+};
 /// Results through libm's `expf`.
-pub const LIBM: Tol = Tol { rel: 2e-5, abs: 1e-6 };
+pub const LIBM: Tol = Tol {
+    rel: 2e-5,
+    abs: 1e-6,
+};
 /// Reductions the compiler may reassociate.
-pub const REASSOC: Tol = Tol { rel: 1e-4, abs: 1e-5 };
+pub const REASSOC: Tol = Tol {
+    rel: 1e-4,
+    abs: 1e-5,
+};
 /// f64 arithmetic.
 pub const DOUBLE: Tol = Tol {
     rel: 1e-12,
@@ -193,7 +205,11 @@ pub fn expect_close<T: Copy + Into<f64>>(
     tol: Tol,
 ) -> Result<(), String> {
     if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()));
+        return Err(format!(
+            "{what}: {} elements, expected {}",
+            got.len(),
+            want.len()
+        ));
     }
     let bad: Vec<String> = got
         .iter()
@@ -226,7 +242,11 @@ pub fn expect_eq<T: PartialEq + std::fmt::Debug>(
     want: &[T],
 ) -> Result<(), String> {
     if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()));
+        return Err(format!(
+            "{what}: {} elements, expected {}",
+            got.len(),
+            want.len()
+        ));
     }
     let bad: Vec<String> = got
         .iter()
@@ -256,9 +276,12 @@ pub fn expect_eq1<T: PartialEq + std::fmt::Debug>(
 }
 
 fn arg(out: &RunOutcome, i: usize) -> Result<&ArgOutcome, String> {
-    out.args
-        .get(i)
-        .ok_or_else(|| format!("no argument {i} in the outcome ({} present)", out.args.len()))
+    out.args.get(i).ok_or_else(|| {
+        format!(
+            "no argument {i} in the outcome ({} present)",
+            out.args.len()
+        )
+    })
 }
 
 fn buffer(out: &RunOutcome, i: usize) -> Result<&[Scalar], String> {
@@ -333,7 +356,11 @@ pub fn iota_f32(n: usize) -> Vec<f32> {
 /// infinity handled), returning the bit pattern. Rounds from the exact f64 value, so
 /// there is no double rounding.
 pub fn round_to_small_float(v: f64, mant: u32, exp: u32) -> u16 {
-    let sign: u16 = if v.is_sign_negative() { 1 << (mant + exp) } else { 0 };
+    let sign: u16 = if v.is_sign_negative() {
+        1 << (mant + exp)
+    } else {
+        0
+    };
     let bias = (1i32 << (exp - 1)) - 1;
     let inf = (((1u32 << exp) - 1) << mant) as u16;
     if v.is_nan() {
@@ -368,12 +395,20 @@ pub fn round_to_small_float(v: f64, mant: u32, exp: u32) -> u16 {
 
 /// Decodes a bit pattern of the format [`round_to_small_float`] produces.
 pub fn small_float_value(bits: u16, mant: u32, exp: u32) -> f64 {
-    let sign = if bits >> (mant + exp) & 1 == 1 { -1.0 } else { 1.0 };
+    let sign = if bits >> (mant + exp) & 1 == 1 {
+        -1.0
+    } else {
+        1.0
+    };
     let bias = (1i32 << (exp - 1)) - 1;
     let e = ((bits >> mant) as u32 & ((1 << exp) - 1)) as i32;
     let m = (bits as u32) & ((1 << mant) - 1);
     if e == (1 << exp) - 1 {
-        return if m == 0 { sign * f64::INFINITY } else { f64::NAN };
+        return if m == 0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     if e == 0 {
         sign * m as f64 * 2f64.powi(1 - bias - mant as i32)
@@ -396,7 +431,8 @@ pub fn bf16_bits(v: f64) -> u16 {
 // The corpus
 // ---------------------------------------------------------------------------------------
 
-const NO_F16: &str = "clang 19 rejects `_Float16` for this target (\"_Float16 is not supported on this target\")";
+const NO_F16: &str =
+    "clang 19 rejects `_Float16` for this target (\"_Float16 is not supported on this target\")";
 const NO_BF16: &str =
     "clang 19 rejects `__bf16` for this target (\"__bf16 is not supported on this target\")";
 
@@ -754,7 +790,11 @@ fn crc32_bitwise(data: &[u8]) -> u32 {
     for &b in data {
         c ^= b as u32;
         for _ in 0..8 {
-            c = if c & 1 != 0 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -794,7 +834,11 @@ fn check_data_bss_state(o: &RunOutcome) -> Result<(), String> {
         out[i] = old + weights[i & 3] as f32;
         total += s as i64;
     }
-    expect_eq("out (bss zero + updated .data table)", &buf_f32(o, 1)?, &out)?;
+    expect_eq(
+        "out (bss zero + updated .data table)",
+        &buf_f32(o, 1)?,
+        &out,
+    )?;
     expect_eq1("return", ret_i32(o)?, calls + (total & 0xffff) as i32)
 }
 
@@ -882,7 +926,11 @@ fn check_many_args(o: &RunOutcome) -> Result<(), String> {
         s,
         t as f32,
     ];
-    expect_eq("out (each argument as seen by the callee)", &buf_f32(o, 12)?, &want_out)?;
+    expect_eq(
+        "out (each argument as seen by the callee)",
+        &buf_f32(o, 12)?,
+        &want_out,
+    )?;
     let want = a as f64
         + 2.0 * b as f64
         + 3.0 * c as f64
@@ -928,21 +976,20 @@ fn check_ret_f64(o: &RunOutcome) -> Result<(), String> {
         sum = t;
     }
     // Kahan keeps the small terms that the naive sum loses around 1e10.
-    expect_close1("reference", sum, 2.0, Tol { rel: 1e-6, abs: 0.0 })?;
+    expect_close1(
+        "reference",
+        sum,
+        2.0,
+        Tol {
+            rel: 1e-6,
+            abs: 0.0,
+        },
+    )?;
     expect_close1("return", ret_f64(o)?, sum, DOUBLE)
 }
 
 fn check_int128_div(o: &RunOutcome) -> Result<(), String> {
-    let num = [
-        0u64,
-        1,
-        u64::MAX,
-        u64::MAX,
-        12345,
-        1 << 63,
-        1000,
-        0,
-    ];
+    let num = [0u64, 1, u64::MAX, u64::MAX, 12345, 1 << 63, 1000, 0];
     let den = [3u64, 0, 4886718345, 0, 0, 7, u64::MAX - 6, u64::MAX];
     expect_eq("num (input)", &buf_u64(o, 0)?, &num)?;
     expect_eq("den (input)", &buf_u64(o, 1)?, &den)?;
@@ -957,15 +1004,31 @@ fn check_int128_div(o: &RunOutcome) -> Result<(), String> {
             want.push((v >> 64) as u64);
         }
     }
-    expect_eq("out (uq, ur, sq, sr as lo/hi words)", &buf_u64(o, 2)?, &want)
+    expect_eq(
+        "out (uq, ur, sq, sr as lo/hi words)",
+        &buf_u64(o, 2)?,
+        &want,
+    )
 }
 
 fn check_f16_convert(o: &RunOutcome) -> Result<(), String> {
-    check_small_float(o, f16_bits, |b| small_float_value(b, 10, 5), |a, b| a + b, "f16")
+    check_small_float(
+        o,
+        f16_bits,
+        |b| small_float_value(b, 10, 5),
+        |a, b| a + b,
+        "f16",
+    )
 }
 
 fn check_bf16_convert(o: &RunOutcome) -> Result<(), String> {
-    check_small_float(o, bf16_bits, |b| small_float_value(b, 7, 8), |a, b| a - b, "bf16")
+    check_small_float(
+        o,
+        bf16_bits,
+        |b| small_float_value(b, 7, 8),
+        |a, b| a - b,
+        "bf16",
+    )
 }
 
 fn check_small_float(
@@ -990,7 +1053,11 @@ fn check_small_float(
         bits.push(db);
         out.push(combine(value(hb) as f32, value(db) as f32));
     }
-    expect_eq(&format!("bits ({fmt}: x, d interleaved)"), &buf_u16(o, 3)?, &bits)?;
+    expect_eq(
+        &format!("bits ({fmt}: x, d interleaved)"),
+        &buf_u16(o, 3)?,
+        &bits,
+    )?;
     expect_eq("out", &buf_f32(o, 2)?, &out)
 }
 
@@ -1038,8 +1105,12 @@ fn check_ir_saxpy(o: &RunOutcome) -> Result<(), String> {
 }
 
 fn check_ir_vec4_bias_relu(o: &RunOutcome) -> Result<(), String> {
-    let x = [-3.0f32, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, -6.0, 7.0, -8.0];
-    let bias = [0.5f32, 0.5, 0.5, 0.5, -1.0, -1.0, -1.0, -1.0, 2.0, 2.0, 2.0, 2.0];
+    let x = [
+        -3.0f32, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, -6.0, 7.0, -8.0,
+    ];
+    let bias = [
+        0.5f32, 0.5, 0.5, 0.5, -1.0, -1.0, -1.0, -1.0, 2.0, 2.0, 2.0, 2.0,
+    ];
     expect_eq("x (input)", &buf_f32(o, 0)?, &x)?;
     expect_eq("bias (input)", &buf_f32(o, 1)?, &bias)?;
     let want: Vec<f32> = x
@@ -1101,8 +1172,8 @@ mod tests {
         assert_eq!(f16_bits(2f64.powi(-25)), 0x0000); // tie to even: zero
         assert_eq!(f16_bits(0.1), 0x2e66);
         assert_eq!(bf16_bits(1.0), 0x3f80);
-        assert_eq!(bf16_bits(3.14159), 0x4049);
-        // Direct rounding, no double rounding through f32.
+        assert_eq!(bf16_bits(3.140625), 0x4049); // exactly representable
+                                                 // Direct rounding, no double rounding through f32.
         assert_eq!(f16_bits(1.0 + 2f64.powi(-11) + 2f64.powi(-30)), 0x3c01);
         assert_eq!(bf16_bits(1.0 + 2f64.powi(-8) + 2f64.powi(-30)), 0x3f81);
         for bits in [0x3c00u16, 0x0001, 0x7bff, 0xc000, 0x3555] {
@@ -1119,7 +1190,12 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), cases.len(), "duplicate case names");
         for c in &cases {
-            assert!(kernel_path(c.file).is_file(), "{}: missing {}", c.name, c.file);
+            assert!(
+                kernel_path(c.file).is_file(),
+                "{}: missing {}",
+                c.name,
+                c.file
+            );
             ret_type(c.ret).unwrap();
         }
         // Every kernel file is in the corpus.

@@ -122,14 +122,17 @@ fn state_is_fresh_per_run() {
     }
 }
 
-fn compile_for(compiler: &Compiler, c: &Case, arch: Arch) -> Result<Vec<u8>, Error> {
+/// Boxed: `elfjit::Error` is large (clippy's `result_large_err`).
+fn compile_for(compiler: &Compiler, c: &Case, arch: Arch) -> Result<Vec<u8>, Box<Error>> {
     let opts = CompileOptions::new(c.lang(), arch);
-    compiler.compile(&kernel_source(c.file), &opts)
+    compiler
+        .compile(&kernel_source(c.file), &opts)
+        .map_err(Box::new)
 }
 
 fn expect_rejected(c: &Case, arch: Arch, why: &str) {
     let compiler = Compiler::find().expect("clang");
-    match compile_for(&compiler, c, arch) {
+    match compile_for(&compiler, c, arch).map_err(|e| *e) {
         Err(Error::ClangFailed { stderr, .. }) => {
             // The reason quotes clang's diagnostic; it must still be what clang says.
             let quoted = why.split('"').nth(1).unwrap_or(why);
@@ -168,8 +171,7 @@ fn compiles_for_every_claimed_architecture() {
                         Arch::Loongarch64 => 258,
                         Arch::Ppc64le => 21,
                     };
-                    if &obj[..4] != b"\x7fELF" || obj[4] != 2 || obj[16] != 1 || machine != want
-                    {
+                    if &obj[..4] != b"\x7fELF" || obj[4] != 2 || obj[16] != 1 || machine != want {
                         failures.push(format!(
                             "{} for {arch}: not an ELF64 REL for e_machine {want}",
                             c.name
