@@ -102,7 +102,7 @@ pub trait SymbolResolver {
     fn resolve(&mut self, name: &[u8]) -> Option<u64>;
 }
 
-impl<F: FnMut(&[u8]) -> Option<u64>> SymbolResolver for F {
+impl<F: FnMut(&[u8]) -> Option<u64> + ?Sized> SymbolResolver for F {
     fn resolve(&mut self, name: &[u8]) -> Option<u64> {
         self(name)
     }

@@ -10,12 +10,16 @@ use crate::memory::Protection;
 use heapless::Vec;
 use object::elf;
 
+// Capacities: a kernel has tens of symbols and sections, a batch of 64 kernels in one
+// translation unit a few hundred. The whole plan stays under 100 KiB, so it fits on the
+// stack of a small embedded program.
+
 /// Most objects linked into one image.
 pub const MAX_OBJECTS: usize = 32;
 /// Most section headers across all objects of one image.
-pub const MAX_SECTIONS: usize = 2048;
+pub const MAX_SECTIONS: usize = 1024;
 /// Most symbols across all objects of one image.
-pub const MAX_SYMBOLS: usize = 4096;
+pub const MAX_SYMBOLS: usize = 2048;
 /// Largest image elfjit lays out (1 GiB): far beyond any kernel, well inside every
 /// architecture's PC-relative reach within the image.
 pub const MAX_IMAGE_SIZE: u64 = 1 << 30;

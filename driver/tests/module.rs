@@ -91,3 +91,80 @@ fn loads_and_calls_at_every_opt_level() {
         }
     }
 }
+
+/// A page of machine code mapped read/execute at least 8 GiB away from `near`.
+struct FarCode {
+    address: *mut libc::c_void,
+    len: usize,
+}
+
+impl FarCode {
+    fn new(near: usize, code: &[u8]) -> FarCode {
+        let len = 4096;
+        for step in 1..64usize {
+            let hint = (near & !0xfff).wrapping_add(step << 33);
+            // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on success we
+            // own the fresh page.
+            let address = unsafe {
+                libc::mmap(
+                    hint as *mut _,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                    -1,
+                    0,
+                )
+            };
+            if address == libc::MAP_FAILED || address as usize != hint {
+                continue;
+            }
+            // SAFETY: the page is ours, writable and `len` ≥ code.len() bytes long; then it
+            // becomes read/execute (never both writable and executable).
+            unsafe {
+                std::ptr::copy_nonoverlapping(code.as_ptr(), address.cast::<u8>(), code.len());
+                assert_eq!(
+                    libc::mprotect(address, len, libc::PROT_READ | libc::PROT_EXEC),
+                    0
+                );
+            }
+            return FarCode { address, len };
+        }
+        panic!("no free address 8 GiB or more away from {near:#x}");
+    }
+}
+
+impl Drop for FarCode {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the page this value mapped, once.
+        unsafe { libc::munmap(self.address, self.len) };
+    }
+}
+
+#[test]
+fn far_external_call_runs_through_the_stub() {
+    let object = compile(
+        "extern int far_add(int); int call_far(int x) { return far_add(x) + far_add(1); }",
+        &["-O2"],
+    );
+    // The kernel's mapping lands near other anonymous mappings; place the callee far away
+    // from a fresh one.
+    let probe = Module::load(&compile("int probe(void) { return 0; }", &["-O2"])).unwrap();
+    // lea eax, [rdi + 1000]; ret
+    let far = FarCode::new(
+        probe.region().0,
+        &[0x8d, 0x87, 0xe8, 0x03, 0x00, 0x00, 0xc3],
+    );
+    let far_address = far.address as u64;
+    let module = Module::load_objects(&[&object], &mut |name| {
+        (name == "far_add").then_some(far_address)
+    })
+    .expect("load");
+    let code = module.symbol("call_far").unwrap() as u64;
+    assert!(
+        code.abs_diff(far_address) > 1 << 31,
+        "the callee is beyond rel32 reach"
+    );
+    // SAFETY: matches `int call_far(int)`.
+    let call_far: extern "C" fn(i32) -> i32 = unsafe { std::mem::transmute(code as usize) };
+    assert_eq!(call_far(5), 1005 + 1001);
+}

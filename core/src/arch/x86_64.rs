@@ -237,3 +237,189 @@ pub(crate) fn reloc_name(r_type: u32) -> &'static str {
         _ => "unknown",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bits::{read_u32, read_u64};
+    use proptest::prelude::*;
+
+    fn input(r_type: u32, s: u64, a: i64, p: u64) -> RelocInput {
+        RelocInput {
+            r_type,
+            s,
+            a,
+            p,
+            got_slot: None,
+            got_base: 0,
+            stub: None,
+            size: 0,
+        }
+    }
+
+    /// Applies into a 12-byte buffer of 0xAA with the field at offset 4.
+    fn run(r: &RelocInput) -> (Result<Applied, Failure>, [u8; 12]) {
+        let mut buf = [0xAAu8; 12];
+        let result = apply(r, &mut buf[4..]);
+        (result, buf)
+    }
+
+    #[test]
+    fn pc32_boundaries() {
+        let p = 0x1_0000_0000;
+        let max = (p as i128 + i32::MAX as i128) as u64;
+        let (ok, buf) = run(&input(R_X86_64_PC32, max, 0, p));
+        assert_eq!(ok.map(|a| a.value), Ok(i32::MAX as i128));
+        assert_eq!(read_u32(&buf[4..]), Some(i32::MAX as u32));
+        let (ok, _) = run(&input(R_X86_64_PC32, p - 0x8000_0000, 0, p));
+        assert_eq!(ok.map(|a| a.value), Ok(i32::MIN as i128));
+        for s in [max + 1, p - 0x8000_0001] {
+            let (err, buf) = run(&input(R_X86_64_PC32, s, 0, p));
+            assert!(matches!(
+                err,
+                Err(Failure {
+                    problem: RelocProblem::Overflow {
+                        bits: 32,
+                        signed: true
+                    },
+                    ..
+                })
+            ));
+            assert_eq!(buf, [0xAA; 12], "nothing written on overflow");
+        }
+    }
+
+    #[test]
+    fn abs32_is_unsigned_and_abs32s_is_signed() {
+        let (ok, _) = run(&input(R_X86_64_32, u32::MAX as u64, 0, 0));
+        assert!(ok.is_ok());
+        let (err, _) = run(&input(R_X86_64_32, u32::MAX as u64 + 1, 0, 0));
+        assert!(err.is_err());
+        let (err, _) = run(&input(R_X86_64_32, 0, -1, 0));
+        assert!(err.is_err());
+        let (ok, buf) = run(&input(R_X86_64_32S, 0, -1, 0));
+        assert!(ok.is_ok());
+        assert_eq!(read_u32(&buf[4..]), Some(u32::MAX));
+        let (err, _) = run(&input(R_X86_64_32S, 0x8000_0000, 0, 0));
+        assert!(err.is_err());
+    }
+
+    #[test]
+    fn plt32_uses_the_stub_only_when_the_target_is_far() {
+        let p = 0x10_0000;
+        let near = input(R_X86_64_PLT32, p + 0x100, -4, p);
+        let (ok, _) = run(&RelocInput {
+            stub: Some(p + 0x40),
+            ..near
+        });
+        assert_eq!(ok.map(|a| a.via), Ok(Via::Direct));
+        let far = input(R_X86_64_PLT32, 0x7fff_0000_0000, -4, p);
+        let (ok, buf) = run(&RelocInput {
+            stub: Some(p + 0x40),
+            ..far
+        });
+        assert_eq!(
+            ok,
+            Ok(Applied {
+                value: 0x40 - 4,
+                via: Via::Stub
+            })
+        );
+        assert_eq!(read_u32(&buf[4..]), Some(0x3c));
+        let (err, _) = run(&far);
+        assert!(
+            err.is_err(),
+            "a far call without a stub is an error, not truncated"
+        );
+    }
+
+    #[test]
+    fn got_forms_need_and_use_the_slot() {
+        let r = RelocInput {
+            got_slot: Some(0x2000),
+            got_base: 0x1ff0,
+            ..input(R_X86_64_REX_GOTPCRELX, 0xdead_0000, -4, 0x1000)
+        };
+        let (ok, _) = run(&r);
+        assert_eq!(
+            ok,
+            Ok(Applied {
+                value: 0x2000 - 4 - 0x1000,
+                via: Via::Got
+            })
+        );
+        let (ok, buf) = run(&RelocInput {
+            r_type: R_X86_64_GOT64,
+            a: 0,
+            ..r
+        });
+        assert_eq!(ok.map(|a| a.value), Ok(0x10));
+        assert_eq!(read_u64(&buf[4..]), Some(0x10));
+        let (err, _) = run(&RelocInput {
+            got_slot: None,
+            ..r
+        });
+        assert_eq!(err.map_err(|f| f.problem), Err(RelocProblem::MissingSlot));
+    }
+
+    #[test]
+    fn short_place_is_an_error() {
+        let mut buf = [0u8; 3];
+        assert!(apply(&input(R_X86_64_PC32, 0, 0, 0), &mut buf).is_err());
+        assert_eq!(buf, [0; 3]);
+    }
+
+    #[test]
+    fn stub_jumps_to_its_target() {
+        let mut buf = [0u8; 16];
+        assert!(write_stub(&mut buf, 0x1122_3344_5566_7788).is_some());
+        assert_eq!(&buf[..6], &[0xff, 0x25, 0, 0, 0, 0]);
+        assert_eq!(read_u64(&buf[6..]), Some(0x1122_3344_5566_7788));
+        assert!(write_stub(&mut [0u8; 15], 0).is_none());
+    }
+
+    #[test]
+    fn every_classified_type_has_a_name_and_applies() {
+        for r_type in 0..64 {
+            if let Some(class) = classify(r_type) {
+                assert_ne!(reloc_name(r_type), "unknown", "{r_type}");
+                let r = RelocInput {
+                    got_slot: Some(0x100),
+                    stub: Some(0x80),
+                    ..input(r_type, 0x40, 0, 0x20)
+                };
+                let mut buf = [0u8; 8];
+                assert!(apply(&r, &mut buf).is_ok(), "{}", reloc_name(r_type));
+                assert!(class.width <= 8);
+            }
+        }
+    }
+
+    proptest! {
+        /// PC32 writes exactly S + A - P when it fits, rejects it otherwise, and never
+        /// touches the bytes around the field.
+        #[test]
+        fn pc32_matches_the_formula(s in any::<u32>(), a in -0x1000i64..0x1000, p in any::<u32>(), hi in 0u64..4) {
+            let s = s as u64 | (hi << 31);
+            let r = input(R_X86_64_PC32, s, a, p as u64);
+            let (result, buf) = run(&r);
+            let expect = s as i128 + a as i128 - p as i128;
+            prop_assert_eq!(&buf[..4], &[0xAA; 4]);
+            prop_assert_eq!(&buf[8..], &[0xAA; 4]);
+            if fits_signed(expect, 32) {
+                prop_assert!(result.is_ok());
+                prop_assert_eq!(read_u32(&buf[4..]).map(|v| v as i32 as i128), Some(expect));
+            } else {
+                prop_assert!(result.is_err());
+                prop_assert_eq!(buf, [0xAA; 12]);
+            }
+        }
+
+        #[test]
+        fn abs64_round_trips(s in any::<u64>(), a in any::<i64>()) {
+            let (result, buf) = run(&input(R_X86_64_64, s, a, 0));
+            prop_assert!(result.is_ok());
+            prop_assert_eq!(read_u64(&buf[4..]), Some(s.wrapping_add_signed(a)));
+        }
+    }
+}

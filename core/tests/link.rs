@@ -1,0 +1,343 @@
+//! The core on real clang output, linked into a buffer at chosen target addresses: stubs,
+//! GOT slots, layout, cross-object symbols, and the errors a user can meet.
+
+use elfjit_core::elf::Object;
+use elfjit_core::plan::SegmentKind;
+use elfjit_core::{Error, NoSymbols, Plan, RelocProblem, SliceBackend, Via};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const PAGE: u64 = 0x1000;
+
+fn clang() -> String {
+    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
+}
+
+/// Compiles C for bare-metal x86_64.
+fn compile(source: &str, extra: &[&str]) -> Vec<u8> {
+    let mut child = Command::new(clang())
+        .args([
+            "--target=x86_64-none-unknown-elf",
+            "-c",
+            "-ffreestanding",
+            "-fno-ident",
+        ])
+        .args(extra)
+        .args(["-x", "c", "-", "-o", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clang-19 (set ELFJIT_CLANG)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(source.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn pic(source: &str) -> Vec<u8> {
+    compile(source, &["-O2", "-fPIC"])
+}
+
+/// Links `objects` at `base` into a fresh buffer; returns the image bytes and call records.
+fn link_at(
+    objects: &[&[u8]],
+    base: u64,
+    resolve: &mut dyn FnMut(&[u8]) -> Option<u64>,
+) -> Result<
+    (
+        Vec<u8>,
+        Vec<elfjit_core::RelocRecord>,
+        (u32, u64),
+        (u32, u64),
+    ),
+    Error,
+> {
+    let mut plan = Plan::new(objects, PAGE)?;
+    let mut buf = vec![0x55u8; plan.image_size() as usize];
+    let mut backend = SliceBackend::new(&mut buf, base, PAGE);
+    let mut records = Vec::new();
+    let (stubs, got) = (plan.stubs(), plan.got());
+    plan.link_observed(
+        &mut backend,
+        resolve,
+        &mut |r: &elfjit_core::RelocRecord| records.push(*r),
+    )?;
+    Ok((buf, records, stubs, got))
+}
+
+fn read_i32(b: &[u8], at: u64) -> i32 {
+    i32::from_le_bytes(b[at as usize..at as usize + 4].try_into().unwrap())
+}
+fn read_u64(b: &[u8], at: u64) -> u64 {
+    u64::from_le_bytes(b[at as usize..at as usize + 8].try_into().unwrap())
+}
+
+const FAR_CALLS: &str = r#"
+extern int far_fn(int);
+int twice(int x) { return far_fn(x) + far_fn(x + 1) * 3; }
+"#;
+
+#[test]
+fn far_external_calls_share_one_stub() {
+    let object = compile(FAR_CALLS, &["-O1", "-fPIC"]);
+    let base = 0x40_0000;
+    let far = 0x7fff_1234_5000;
+    let (image, records, (stubs, stub_offset), _) =
+        link_at(&[&object], base, &mut |n| (n == b"far_fn").then_some(far)).unwrap();
+    assert_eq!(stubs, 1, "two call sites, one target, one stub");
+    let calls: Vec<_> = records
+        .iter()
+        .filter(|r| r.applied.via == Via::Stub)
+        .collect();
+    assert_eq!(calls.len(), 2, "{records:?}");
+    for call in calls {
+        let place = call.place_address - base;
+        // call rel32: target = P + 4 + disp (the addend is -4).
+        let target = (call.place_address as i64 + 4 + read_i32(&image, place) as i64) as u64;
+        assert_eq!(target, base + stub_offset);
+    }
+    assert_eq!(
+        &image[stub_offset as usize..stub_offset as usize + 6],
+        &[0xff, 0x25, 0, 0, 0, 0]
+    );
+    assert_eq!(read_u64(&image, stub_offset + 6), far);
+}
+
+#[test]
+fn near_external_calls_are_direct() {
+    let object = compile(FAR_CALLS, &["-O1", "-fPIC"]);
+    let base = 0x40_0000;
+    let (_, records, _, _) = link_at(&[&object], base, &mut |_| Some(base + 0x10_0000)).unwrap();
+    assert!(
+        records.iter().all(|r| r.applied.via == Via::Direct),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn got_slots_hold_symbol_addresses() {
+    let src =
+        "int counter; extern int ext_var; int bump(void) { counter++; return counter + ext_var; }";
+    let object = pic(src);
+    let base = 0x1000_0000;
+    let ext = 0x2000_0000;
+    let (image, records, _, (slots, got)) =
+        link_at(&[&object], base, &mut |n| (n == b"ext_var").then_some(ext)).unwrap();
+    assert_eq!(slots, 2);
+    let mut seen: Vec<u64> = (0..slots as u64)
+        .map(|i| read_u64(&image, got + 8 * i))
+        .collect();
+    seen.sort();
+    assert!(seen.contains(&ext), "{seen:x?}");
+    let data = base
+        + Plan::new(&[&object], PAGE)
+            .unwrap()
+            .segment(SegmentKind::Data)
+            .offset;
+    assert!(
+        seen.contains(&data),
+        "counter in .bss at the data segment start: {seen:x?}"
+    );
+    for r in records.iter().filter(|r| r.applied.via == Via::Got) {
+        let disp = read_i32(&image, r.place_address - base) as i64;
+        let g = (r.place_address as i64 + disp - r.rela.addend) as u64;
+        assert!(
+            g >= base + got && g < base + got + 8 * slots as u64,
+            "GOTPCREL points into the GOT"
+        );
+    }
+}
+
+#[test]
+fn segments_are_page_aligned_disjoint_and_hold_their_sections() {
+    let src = r#"
+        static const char msg[] = "hello";
+        int table[64] = {1, 2, 3};
+        static int scratch[1000];
+        const double k[4] = {1.5, 2.5, 3.5, 4.5};
+        double f(int i) { scratch[i] = table[i] + msg[i % 5]; return k[i & 3] * scratch[i]; }
+    "#;
+    let object = pic(src);
+    let plan = Plan::new(&[&object], PAGE).unwrap();
+    let mut end = 0;
+    for kind in SegmentKind::ALL {
+        let s = plan.segment(kind);
+        assert_eq!(s.offset % PAGE, 0);
+        assert_eq!(s.mapped % PAGE, 0);
+        assert!(s.size <= s.mapped);
+        assert!(s.offset >= end, "segments in order, no overlap");
+        end = s.offset + s.mapped;
+    }
+    assert_eq!(plan.image_size(), end);
+    let parsed = Object::parse(&object).unwrap();
+    for index in 0..parsed.section_count() {
+        let section = parsed.section(index).unwrap();
+        let place = plan.section_place(0, index).unwrap();
+        assert_eq!(
+            place.loaded,
+            section.is_alloc(),
+            "{}",
+            String::from_utf8_lossy(section.name)
+        );
+        if place.loaded {
+            let seg = plan.segment(place.segment);
+            assert!(
+                place.offset >= seg.offset && place.offset + place.size <= seg.offset + seg.size
+            );
+            assert_eq!(place.offset % section.align, 0);
+        }
+    }
+}
+
+#[test]
+fn objects_link_against_each_other() {
+    let a = pic("int helper(int x); int entry(int x) { return helper(x) * 2; }");
+    let b = pic("int helper(int x) { return x + 7; }");
+    let base = 0x80_0000;
+    // The resolver is never asked for `helper`: it is defined in the other object.
+    let (_, records, (stubs, _), _) =
+        link_at(&[&a, &b], base, &mut |n| panic!("asked for {n:?}")).unwrap();
+    assert_eq!(stubs, 0);
+    let mut plan = Plan::new(&[&a, &b], PAGE).unwrap();
+    let mut buf = vec![0; plan.image_size() as usize];
+    let image = plan
+        .link(&mut SliceBackend::new(&mut buf, base, PAGE), &mut NoSymbols)
+        .unwrap();
+    let helper = image.symbol("helper").unwrap();
+    assert!(records.iter().any(|r| r.symbol_address == helper));
+    let names: Vec<_> = image
+        .functions()
+        .map(|g| String::from_utf8_lossy(g.name).into_owned())
+        .collect();
+    assert_eq!(names, ["entry", "helper"]);
+}
+
+#[test]
+fn common_symbols_are_zeroed_in_data() {
+    let object = compile(
+        "int shared_counter; int get(void) { return shared_counter; }",
+        &["-O2", "-fPIC", "-fcommon"],
+    );
+    let mut plan = Plan::new(&[&object], PAGE).unwrap();
+    let data = plan.segment(SegmentKind::Data);
+    assert!(data.size >= 4);
+    let mut buf = vec![0xffu8; plan.image_size() as usize];
+    let image = plan
+        .link(
+            &mut SliceBackend::new(&mut buf, 0x1_0000, PAGE),
+            &mut NoSymbols,
+        )
+        .unwrap();
+    let addr = image.symbol("shared_counter").unwrap();
+    assert!(addr >= 0x1_0000 + data.offset && addr < 0x1_0000 + data.offset + data.size);
+    let off = (addr - 0x1_0000) as usize;
+    assert_eq!(&buf[off..off + 4], &[0; 4]);
+}
+
+#[test]
+fn undefined_symbol_is_named() {
+    let object =
+        pic("extern void no_such_function_xyz(void); void k(void) { no_such_function_xyz(); }");
+    let err = link_at(&[&object], 0x10000, &mut |_| None).unwrap_err();
+    assert!(matches!(err, Error::UndefinedSymbol { .. }));
+    assert!(err.to_string().contains("no_such_function_xyz"), "{err}");
+}
+
+#[test]
+fn weak_undefined_symbol_resolves_to_zero() {
+    let object = pic("extern int maybe(void) __attribute__((weak)); int k(void) { return maybe ? maybe() : -1; }");
+    assert!(link_at(&[&object], 0x10000, &mut |_| None).is_ok());
+}
+
+#[test]
+fn out_of_range_reference_is_an_error_naming_everything() {
+    // Non-PIC code reaches data with a 32-bit PC-relative field: 4 GiB away cannot fit.
+    let object = compile(
+        "extern int far_data; int k(void) { return far_data; }",
+        &["-O2", "-fno-pic"],
+    );
+    let err = link_at(&[&object], 0x10000, &mut |_| Some(0x7f00_0000_0000)).unwrap_err();
+    let Error::Relocation(r) = err else {
+        panic!("{err}")
+    };
+    assert!(matches!(r.problem, RelocProblem::Overflow { bits: 32, .. }));
+    let text = err.to_string();
+    let value = format!("{:#x}", r.value);
+    for part in ["x86_64", "R_X86_64_PC32", ".text", "far_data", &value] {
+        assert!(text.contains(part), "{part} missing from: {text}");
+    }
+}
+
+#[test]
+fn tls_and_constructors_are_rejected_by_name() {
+    let tls = pic("__thread int t; int k(void) { return t; }");
+    let err = Plan::new(&[&tls], PAGE).err().unwrap();
+    assert!(err.to_string().contains("thread-local"), "{err}");
+    // clang drops `__attribute__((constructor))` for the bare-metal triple; name the
+    // section as a hand-written runtime would.
+    let ctor = pic("int x; static void init(void) { x = 1; } \
+         __attribute__((section(\".init_array\"), used)) static void (*p)(void) = init;");
+    let err = Plan::new(&[&ctor], PAGE).err().unwrap();
+    assert!(err.to_string().contains("constructors"), "{err}");
+}
+
+#[test]
+fn too_many_symbols_is_a_capacity_error() {
+    let mut src = String::new();
+    for i in 0..(elfjit_core::plan::MAX_SYMBOLS + 10) {
+        src.push_str(&format!("int f{i}(void) {{ return {i}; }}\n"));
+    }
+    let object = compile(&src, &["-O0"]);
+    let err = Plan::new(&[&object], PAGE).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            Error::CapacityExceeded {
+                table: "symbols",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_truncation_and_byte_flip_is_an_error_or_a_clean_link() {
+    let object = pic(r#"
+        extern float expf(float);
+        static const int lut[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+        int g;
+        float k(float x, int i) { g += lut[i & 7]; return expf(x) + g; }
+    "#);
+    let resolve = &mut |_: &[u8]| Some(0x7000_0000u64);
+    assert!(link_at(&[&object], 0x10000, resolve).is_ok());
+    for len in 0..object.len() {
+        assert!(
+            link_at(&[&object[..len]], 0x10000, resolve).is_err(),
+            "truncated at {len}"
+        );
+    }
+    // Flip each byte of the header, the section table and the symbol/relocation tables.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for at in 0..object.len() {
+        for _ in 0..3 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut bad = object.clone();
+            bad[at] ^= (state as u8) | 1;
+            // Must not panic; either outcome is fine for a flipped code or data byte.
+            let _ = link_at(&[&bad], 0x10000, resolve);
+        }
+    }
+}
