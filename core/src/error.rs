@@ -4,24 +4,32 @@
 use crate::arch::{self, Arch};
 use core::fmt;
 
-/// A name copied out of the object for an error message (at most 63 bytes are kept;
-/// longer names are shown with a trailing `…`).
+/// A name copied out of the object for an error message (at most [`NAME_CAPACITY`] bytes
+/// are kept; longer names are shown with a trailing `…`).
+/// Bytes of a name kept in an error: enough for C kernel and helper names, small enough
+/// that an [`Error`] stays cheap to return.
+pub const NAME_CAPACITY: usize = 32;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Name {
-    bytes: [u8; 63],
+    bytes: [u8; NAME_CAPACITY],
     len: u8,
 }
 
 impl Name {
-    /// Copies `raw`, keeping at most 63 bytes.
+    /// Copies `raw`, keeping at most [`NAME_CAPACITY`] bytes.
     pub fn new(raw: &[u8]) -> Name {
-        let mut bytes = [0u8; 63];
+        let mut bytes = [0u8; NAME_CAPACITY];
         let n = raw.len().min(bytes.len());
         if let (Some(dst), Some(src)) = (bytes.get_mut(..n), raw.get(..n)) {
             dst.copy_from_slice(src);
         }
         // One more than the capacity marks a truncated name.
-        let len = if raw.len() > bytes.len() { 64 } else { n as u8 };
+        let len = if raw.len() > bytes.len() {
+            NAME_CAPACITY as u8 + 1
+        } else {
+            n as u8
+        };
         Name { bytes, len }
     }
 
@@ -232,3 +240,25 @@ impl From<BackendError> for Error {
 
 /// Shorthand used across the core.
 pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_stay_small_and_names_show_truncation() {
+        assert!(
+            core::mem::size_of::<Error>() < 128,
+            "{}",
+            core::mem::size_of::<Error>()
+        );
+        let mut text = heapless::String::<128>::new();
+        let long = [b'a'; 60];
+        let _ = core::fmt::write(&mut text, format_args!("{}", Name::new(&long)));
+        assert!(text.ends_with('…'));
+        assert_eq!(text.len(), NAME_CAPACITY + '…'.len_utf8());
+        text.clear();
+        let _ = core::fmt::write(&mut text, format_args!("{}", Name::new(b"ok\xff")));
+        assert_eq!(text.as_str(), "ok\\xff");
+    }
+}

@@ -13,9 +13,6 @@
 //! is checked. Tables are fixed-capacity (see the `MAX_*` constants).
 #![no_std]
 #![forbid(unsafe_code)]
-// Errors carry names by value: the core can neither allocate nor borrow the input past the
-// call, and errors are rare, so their size costs nothing on the success path.
-#![allow(clippy::result_large_err)]
 
 pub mod arch;
 pub mod bits;

@@ -48,20 +48,20 @@ fn pic(source: &str) -> Vec<u8> {
     compile(source, &["-O2", "-fPIC"])
 }
 
-/// Links `objects` at `base` into a fresh buffer; returns the image bytes and call records.
+/// Image bytes, every applied relocation, (stub count, offset), (GOT slots, offset).
+type Linked = (
+    Vec<u8>,
+    Vec<elfjit_core::RelocRecord>,
+    (u32, u64),
+    (u32, u64),
+);
+
+/// Links `objects` at `base` into a fresh buffer.
 fn link_at(
     objects: &[&[u8]],
     base: u64,
     resolve: &mut dyn FnMut(&[u8]) -> Option<u64>,
-) -> Result<
-    (
-        Vec<u8>,
-        Vec<elfjit_core::RelocRecord>,
-        (u32, u64),
-        (u32, u64),
-    ),
-    Error,
-> {
+) -> Result<Linked, Error> {
     let mut plan = Plan::new(objects, PAGE)?;
     let mut buf = vec![0x55u8; plan.image_size() as usize];
     let mut backend = SliceBackend::new(&mut buf, base, PAGE);

@@ -10,17 +10,27 @@ pub enum Error {
     /// No clang was found (`ELFJIT_CLANG`, `clang`, `clang-NN` in PATH).
     ClangNotFound { tried: Vec<String> },
     /// clang ran and failed; `stderr` holds its diagnostics.
-    ClangFailed { clang: PathBuf, status: String, stderr: String },
+    ClangFailed {
+        clang: PathBuf,
+        status: String,
+        stderr: String,
+    },
     /// clang did not finish within the timeout and was killed.
     ClangTimeout { clang: PathBuf, timeout: Duration },
     /// An I/O failure (spawning clang, pipes, reading a file).
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
     /// The core linker rejected the object or a relocation.
     Link(elfjit_core::Error),
     /// The OS refused memory (mmap/mprotect).
     Memory(String),
     /// `--entry NAME` (or a lookup by name) found no such function.
-    UnknownEntry { name: String, available: Vec<String> },
+    UnknownEntry {
+        name: String,
+        available: Vec<String>,
+    },
     /// No `--entry` was given and the object does not have exactly one global function.
     AmbiguousEntry { available: Vec<String> },
     /// A malformed `--arg`, `--ret`, `--lang` or `--target` value.

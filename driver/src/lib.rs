@@ -1,12 +1,6 @@
 //! elfjit: compile C or LLVM IR with `clang -c` on a pipe, link the object in memory,
 //! and call it.
 
-// `Error` carries the core's error by value (about 180 bytes), which trips clippy's
-// `result_large_err` on every fallible function. Failures are rare and never on a hot
-// path, so the size costs nothing that matters; boxing `Error::Link` would be the fix if
-// it ever does.
-#![allow(clippy::result_large_err)]
-
 pub mod args;
 pub mod clang;
 pub mod demo;

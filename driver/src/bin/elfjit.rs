@@ -1,8 +1,5 @@
 //! The `elfjit` command-line tool: `run`, `demo`, `inspect`.
 
-// See lib.rs: `Error` is large by design of the core error it carries.
-#![allow(clippy::result_large_err)]
-
 use elfjit::args::{ArgSpec, RetType};
 use elfjit::clang::{CompileOptions, Compiler, Lang};
 use elfjit::flags::HostInfo;
