@@ -168,3 +168,51 @@ fn far_external_call_runs_through_the_stub() {
     let call_far: extern "C" fn(i32) -> i32 = unsafe { std::mem::transmute(code as usize) };
     assert_eq!(call_far(5), 1005 + 1001);
 }
+
+const CODE_MODEL_KERNEL: &str = r#"
+extern float expf(float);
+static const float lut[4] = {1, 2, 3, 4};
+int counter;
+static const char *msg = "hello";
+float k(float x, int i) { counter++; return expf(x) * lut[i & 3] + msg[i % 5]; }
+"#;
+
+/// Every code model clang offers, PIC or not: the GOT-relative large-model forms
+/// (GOT64, GOTOFF64, GOTPC64 against `_GLOBAL_OFFSET_TABLE_`) and absolute 64-bit
+/// addresses run; 32-bit absolute addresses to an image above 2 GiB are refused by name.
+#[test]
+fn every_code_model_loads_or_is_refused_clearly() {
+    for model in ["small", "medium", "large"] {
+        for pic in ["-fPIC", "-fno-pic"] {
+            let object = compile(
+                CODE_MODEL_KERNEL,
+                &["-O2", pic, &format!("-mcmodel={model}")],
+            );
+            match Module::load(&object) {
+                Ok(module) => {
+                    // SAFETY: matches `float k(float, int)`.
+                    let k: extern "C" fn(f32, i32) -> f32 =
+                        unsafe { std::mem::transmute(module.symbol("k").unwrap()) };
+                    let expect = 1f32.exp() * 3.0 + b'l' as f32;
+                    assert!((k(1.0, 2) - expect).abs() < 1e-4, "{model} {pic}");
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(
+                        pic == "-fno-pic" && model != "large" && text.contains("R_X86_64_32S"),
+                        "{model} {pic}: {text}"
+                    );
+                    assert!(
+                        module_is_above_2gib(),
+                        "32-bit absolute addresses only fail for high images"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn module_is_above_2gib() -> bool {
+    let probe = Module::load(&compile("int probe(void) { return 0; }", &["-O2"])).unwrap();
+    probe.region().0 as u64 > u32::MAX as u64 / 2
+}
