@@ -564,7 +564,11 @@ pub fn corpus() -> Vec<Case> {
             file: "ret_f64.c",
             entry: None,
             ret: "f64",
-            args: &["f64[6]=0.1,0.2,0.3,1e10,-1e10,0.4", "i32:6", "f64:2"],
+            args: &[
+                "f64[12]=1,1e-16,1e-16,1e-16,1e-16,1e-16,1e-16,1e-16,1e-16,1e-16,1e-16,3",
+                "i32:12",
+                "f64:2",
+            ],
             check: check_ret_f64,
             not_on: &[],
         },
@@ -715,10 +719,10 @@ const MANY_ARGS: &[&str] = &[
     "i8:100",
     "u16:7",
     "f64:3.5",
-    "i64:1099511627776",
-    "f32[19]",
+    "i64:1099511627781",
+    "f64[19]",
     "i32:-42",
-    "f64:1e10",
+    "f64:12345.678",
     "f32:-0.0625",
     "i64:-1",
     "f64:0.001",
@@ -891,7 +895,7 @@ fn check_struct_memcpy(o: &RunOutcome) -> Result<(), String> {
 fn check_many_args(o: &RunOutcome) -> Result<(), String> {
     let (a, b, c, d) = (-7i8, 65000u16, -123456i32, -9876543210i64);
     let (e, f, p, g, h) = (1.5f32, -2.25f64, [1000i32, -24], 0.125f32, 100i8);
-    let (i, j, k, l, m) = (7u16, 3.5f64, 1099511627776i64, -42i32, 1e10f64);
+    let (i, j, k, l, m) = (7u16, 3.5f64, 1099511627781i64, -42i32, 12345.678f64);
     let (oo, q, r, s, t) = (-0.0625f32, -1i64, 0.001f64, 256f32, -0.001f64);
     // Every scalar must come back as given (the call cannot change them).
     expect_eq1("arg a", scalar_i8(o, 0)?, a)?;
@@ -905,36 +909,37 @@ fn check_many_args(o: &RunOutcome) -> Result<(), String> {
     expect_eq1("arg i", scalar_u16(o, 9)?, i)?;
     expect_eq1("arg k", scalar_i64(o, 11)?, k)?;
     expect_eq1("arg t", scalar_f64(o, 19)?, t)?;
+    // Every value here is exact in f64, so the copies must be bit-exact.
     let want_out = [
-        a as f32,
-        b as f32,
-        c as f32,
-        d as f32,
-        e,
-        f as f32,
-        (p[0] + p[1]) as f32,
-        g,
-        h as f32,
-        i as f32,
-        j as f32,
-        k as f32,
-        l as f32,
-        m as f32,
-        oo,
-        q as f32,
-        r as f32,
-        s,
-        t as f32,
+        a as f64,
+        b as f64,
+        c as f64,
+        d as f64,
+        e as f64,
+        f,
+        (p[0] + p[1]) as f64,
+        g as f64,
+        h as f64,
+        i as f64,
+        j,
+        k as f64,
+        l as f64,
+        m,
+        oo as f64,
+        q as f64,
+        r,
+        s as f64,
+        t,
     ];
     expect_eq(
         "out (each argument as seen by the callee)",
-        &buf_f32(o, 12)?,
+        &buf_f64(o, 12)?,
         &want_out,
     )?;
     let want = a as f64
         + 2.0 * b as f64
         + 3.0 * c as f64
-        + 4.0 * d as f64
+        + 4.0 * (d % 65536) as f64
         + 5.0 * e as f64
         + 6.0 * f
         + 7.0 * (p[0] - p[1]) as f64
@@ -942,7 +947,7 @@ fn check_many_args(o: &RunOutcome) -> Result<(), String> {
         + 9.0 * h as f64
         + 10.0 * i as f64
         + 11.0 * j
-        + 12.0 * k as f64
+        + 12.0 * (k % 65536) as f64
         + 13.0 * l as f64
         + 14.0 * m
         + 15.0 * oo as f64
@@ -966,26 +971,27 @@ fn check_ret_i64(o: &RunOutcome) -> Result<(), String> {
 }
 
 fn check_ret_f64(o: &RunOutcome) -> Result<(), String> {
-    let x = [0.1f64, 0.2, 0.3, 1e10, -1e10, 0.4];
+    let mut x = vec![1e-16f64; 12];
+    x[0] = 1.0;
+    x[11] = 3.0;
     expect_eq("x (input)", &buf_f64(o, 0)?, &x)?;
     let (mut sum, mut comp) = (0.0f64, 0.0f64);
-    for v in x {
+    for &v in &x {
         let y = v * 2.0 - comp;
         let t = sum + y;
         comp = (t - sum) - y;
         sum = t;
     }
-    // Kahan keeps the small terms that the naive sum loses around 1e10.
-    expect_close1(
-        "reference",
+    // The data are chosen so that compensation matters: a naive sum loses every 2e-16.
+    let naive: f64 = x.iter().map(|v| v * 2.0).sum();
+    expect_eq1("naive reference", naive, 8.0)?;
+    expect_eq1(
+        "Kahan reference (8 + 1 ulp)",
         sum,
-        2.0,
-        Tol {
-            rel: 1e-6,
-            abs: 0.0,
-        },
+        f64::from_bits(8f64.to_bits() + 1),
     )?;
-    expect_close1("return", ret_f64(o)?, sum, DOUBLE)
+    // Bit-exact: no multiply can be contracted inexactly (x * 2 is exact).
+    expect_eq1("return (bits)", ret_f64(o)?.to_bits(), sum.to_bits())
 }
 
 fn check_int128_div(o: &RunOutcome) -> Result<(), String> {
