@@ -650,6 +650,29 @@ pub fn corpus() -> Vec<Case> {
             not_on: &[],
         },
         Case {
+            name: "dispatch_table",
+            file: "dispatch_table.c",
+            entry: None,
+            ret: "i32",
+            args: &[
+                "i32[8]=0,1,2,3,4,5,-1,7",
+                "f32[8]=-2,3,1.5,-4,0.5,-0.25,2.5,8",
+                "f32[8]",
+                "i32:8",
+            ],
+            check: check_dispatch_table,
+            not_on: &[],
+        },
+        Case {
+            name: "global_data_got",
+            file: "global_data_got.c",
+            entry: Some("global_data_got"),
+            ret: "i32",
+            args: &["f32[6]=1,2,3,4,5,6", "f32[6]", "i32:6"],
+            check: check_global_data_got,
+            not_on: &[],
+        },
+        Case {
             name: "ir_saxpy",
             file: "ir_saxpy.ll",
             entry: None,
@@ -1101,6 +1124,39 @@ fn check_quantize_i8(o: &RunOutcome) -> Result<(), String> {
     expect_eq("q", &buf_i8(o, 1)?, &q)?;
     expect_eq("deq", &buf_f32(o, 2)?, &deq)?;
     expect_eq1("return (clipped)", ret_i32(o)?, clipped)
+}
+
+fn check_dispatch_table(o: &RunOutcome) -> Result<(), String> {
+    let codes = [0i32, 1, 2, 3, 4, 5, -1, 7];
+    let x = [-2.0f32, 3.0, 1.5, -4.0, 0.5, -0.25, 2.5, 8.0];
+    expect_eq("codes (input)", &buf_i32(o, 0)?, &codes)?;
+    expect_eq("x (input)", &buf_f32(o, 1)?, &x)?;
+    let ops: [fn(f32) -> f32; 4] = [|v| v.max(0.0), |v| -v, |v| v * v, |v| 0.5 * v];
+    let want: Vec<f32> = codes
+        .iter()
+        .zip(x)
+        .map(|(&c, v)| ops[(c & 3) as usize](v))
+        .collect();
+    expect_eq("out (exact)", &buf_f32(o, 2)?, &want)?;
+    // After one rotation: [negate, square, halve, relu] -> 1 + 4 + 2.
+    expect_eq1("return (table rotated in .data)", ret_i32(o)?, 7)
+}
+
+fn check_global_data_got(o: &RunOutcome) -> Result<(), String> {
+    let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    expect_eq("x (input)", &buf_f32(o, 0)?, &x)?;
+    let mut scale = [1.0f32, 2.0, 0.5, -1.0];
+    let offsets = [100i32, 200, 300, 400];
+    let calls = 11; // initialiser 10, one call
+    let mut accum = 0i64; // .bss
+    let mut out = Vec::new();
+    for (i, v) in x.iter().enumerate() {
+        out.push(v * scale[i & 3] + offsets[i & 3] as f32);
+        accum += offsets[i & 3] as i64;
+        scale[i & 3] += 1.0;
+    }
+    expect_eq("out (exact)", &buf_f32(o, 1)?, &out)?;
+    expect_eq1("return", ret_i32(o)?, calls * 1000 + (accum % 1000) as i32)
 }
 
 fn check_ir_saxpy(o: &RunOutcome) -> Result<(), String> {

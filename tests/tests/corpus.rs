@@ -71,6 +71,8 @@ corpus_tests!(
     bf16_convert,
     layernorm,
     quantize_i8,
+    dispatch_table,
+    global_data_got,
     ir_saxpy,
     ir_vec4_bias_relu,
     ir_sigmoid_expf,
@@ -90,6 +92,8 @@ fn selected_cases_at_o1_and_o3() {
         "ir_dot_reassoc",
         "matmul_vec4",
         "f16_convert",
+        "global_data_got",
+        "dispatch_table",
     ];
     let h = host();
     let mut failures = Vec::new();
