@@ -19,3 +19,8 @@ pub use error::{Error, Result};
 pub use ffi::{ArgKind, ArgValue, CallInterface};
 pub use module::Module;
 pub use run::{run, run_with, RunOutcome, RunRequest, Timings};
+
+/// The README's Rust examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
