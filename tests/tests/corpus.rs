@@ -1,7 +1,7 @@
 //! Runs every corpus kernel on the host through the whole pipeline (clang -c on a pipe,
-//! the in-memory loader, libffi) at -O0 and -O2, checking every output against the
+//! the in-memory loader, libffi) at -O0, -O1, -O2 and -O3, checking every output against the
 //! Rust reference in `elfjit_tests`. One `#[test]` per kernel, so a failure names it;
-//! each test reports both optimisation levels before failing.
+//! each test reports every optimisation level before failing.
 //!
 //! Also, without running anything: every kernel compiles for every architecture it
 //! claims to support, and every `not_on` entry is a real clang rejection.
@@ -36,7 +36,7 @@ macro_rules! corpus_tests {
         $(
             #[test]
             fn $name() {
-                run_levels(stringify!($name), &[0, 2]);
+                run_levels(stringify!($name), &[0, 1, 2, 3]);
             }
         )*
 
@@ -79,37 +79,6 @@ corpus_tests!(
     ir_dot_reassoc,
     ir_globals_i64,
 );
-
-/// The other optimisation levels, for the kernels whose code changes most with them
-/// (stack arguments, helper calls, jump tables, vectorised reductions, conversions).
-#[test]
-fn selected_cases_at_o1_and_o3() {
-    let names = [
-        "many_args",
-        "int128_div",
-        "switch_jumptable",
-        "struct_memcpy",
-        "ir_dot_reassoc",
-        "matmul_vec4",
-        "f16_convert",
-        "global_data_got",
-        "dispatch_table",
-    ];
-    let h = host();
-    let mut failures = Vec::new();
-    for name in names {
-        let c = case(name);
-        if c.not_valid_on(h).is_some() {
-            continue; // covered by run_levels / not_on_entries_are_real
-        }
-        for opt in [1, 3] {
-            if let Err(e) = check_case(&c, h, opt) {
-                failures.push(e);
-            }
-        }
-    }
-    assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
-}
 
 /// A fresh module starts from the object's initial .data/.bss: running the stateful
 /// kernels twice gives the first-call results both times.
