@@ -216,3 +216,22 @@ fn module_is_above_2gib() -> bool {
     let probe = Module::load(&compile("int probe(void) { return 0; }", &["-O2"])).unwrap();
     probe.region().0 as u64 > u32::MAX as u64 / 2
 }
+
+#[test]
+fn modules_are_send_and_sync_and_callable_from_other_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Module>();
+    let module = std::sync::Arc::new(Module::load(&compile(KERNEL, &["-O2"])).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let module = module.clone();
+            std::thread::spawn(move || {
+                // SAFETY: matches `int add(int, int)`; the Arc keeps the module alive.
+                let add: extern "C" fn(i32, i32) -> i32 =
+                    unsafe { std::mem::transmute(module.symbol("add").unwrap()) };
+                (0..1000).all(|i| add(i, t) == i + t)
+            })
+        })
+        .collect();
+    assert!(threads.into_iter().all(|t| t.join().unwrap()));
+}
