@@ -59,6 +59,34 @@ pub const fn fits_either(v: i128, width: u32) -> bool {
     v >= -(1i128 << (width - 1)) && v < (1i128 << width)
 }
 
+/// Whether `v` is a multiple of `align` (a power of two).
+#[inline]
+pub const fn is_aligned(v: i128, align: u64) -> bool {
+    v & (align as i128 - 1) == 0
+}
+
+/// `word` with bits `hi..=lo` replaced by the low bits of `value` (other bits untouched).
+#[inline]
+pub const fn insert(word: u32, value: u64, hi: u32, lo: u32) -> u32 {
+    let field = (mask(hi - lo + 1) as u32) << lo;
+    (word & !field) | (((value as u32) << lo) & field)
+}
+
+/// The high part of a value split into a high part and a sign-extended 12-bit low part
+/// (RISC-V AUIPC/LUI + ADDI, LoongArch PCALAU12I + ADDI): `(v + 0x800) >> 12`, so that
+/// `(hi << 12) + sign_extend(lo, 12) == v`.
+#[inline]
+pub const fn hi20(v: i128) -> i128 {
+    (v + 0x800) >> 12
+}
+
+/// The "high adjusted" 16 bits (Power `@ha`): `(v + 0x8000) >> 16`, so that
+/// `(ha << 16) + sign_extend(lo16, 16) == v`.
+#[inline]
+pub const fn ha16(v: i128) -> i128 {
+    (v + 0x8000) >> 16
+}
+
 /// Reads `N` little-endian bytes at the start of `buf`.
 #[inline]
 fn read<const N: usize>(buf: &[u8]) -> Option<[u8; N]> {
@@ -152,6 +180,28 @@ mod tests {
         assert!(fits_either(-1, 32));
         assert!(fits_either(u32::MAX as i128, 32));
         assert!(!fits_either(i32::MIN as i128 - 1, 32));
+    }
+
+    #[test]
+    fn splits_recombine() {
+        for v in [
+            0i128,
+            0x7ff,
+            0x800,
+            -0x800,
+            -0x801,
+            0x1234_5678,
+            -0x7fff_f800,
+        ] {
+            let lo = sign_extend((v & 0xfff) as u64, 12) as i128;
+            assert_eq!((hi20(v) << 12) + lo, v);
+            let lo16 = sign_extend((v & 0xffff) as u64, 16) as i128;
+            assert_eq!((ha16(v) << 16) + lo16, v);
+        }
+        assert_eq!(insert(0xffff_ffff, 0, 15, 8), 0xffff_00ff);
+        assert_eq!(insert(0, 0x1ff, 15, 8), 0x0000_ff00);
+        assert!(is_aligned(-8, 4));
+        assert!(!is_aligned(6, 4));
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! relocations, protect, flush. Nothing here allocates or searches per relocation: every
 //! lookup is an index into a table the plan built.
 
-use crate::arch::{self, Applied, RelocInput};
+use crate::arch::{self, Applied, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
-use crate::elf::{Object, Rela};
+use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
 use crate::memory::{MemoryBackend, SymbolResolver};
 use crate::plan::{Definition, Plan, SegmentKind, GOT_SLOT_SIZE};
@@ -76,7 +76,7 @@ impl<'a> Plan<'a> {
         }
         self.copy_sections(backend.memory())?;
         self.resolve_symbols(base, resolver)?;
-        self.write_got_and_stubs(backend.memory())?;
+        self.write_got_and_stubs(backend.memory(), base)?;
         self.apply_relocations(backend.memory(), base, observer)?;
         for kind in SegmentKind::ALL {
             let segment = self.segment(kind);
@@ -179,8 +179,9 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    fn write_got_and_stubs(&self, memory: &mut [u8]) -> Result<()> {
+    fn write_got_and_stubs(&self, memory: &mut [u8], base: u64) -> Result<()> {
         let stub_size = arch::stub_size(self.arch);
+        let got_base = base.wrapping_add(self.got_offset);
         for symbol in self.symbols.iter() {
             if symbol.got_slot != u32::MAX {
                 let offset = self.got_offset + u64::from(symbol.got_slot) * GOT_SLOT_SIZE;
@@ -192,14 +193,18 @@ impl<'a> Plan<'a> {
             }
             if symbol.stub != u32::MAX {
                 let offset = self.stub_offset + u64::from(symbol.stub) * stub_size;
-                arch::write_stub(
-                    self.arch,
-                    slice_mut(memory, offset, stub_size)?,
-                    symbol.address,
-                )
-                .ok_or(Error::BackendMismatch {
-                    what: "stub outside memory",
-                })?;
+                let stub = StubInput {
+                    address: base.wrapping_add(offset),
+                    target: symbol.address,
+                    got_slot: (symbol.got_slot != u32::MAX)
+                        .then(|| got_base + u64::from(symbol.got_slot) * GOT_SLOT_SIZE),
+                    got_base,
+                };
+                arch::write_stub(self.arch, slice_mut(memory, offset, stub_size)?, &stub).ok_or(
+                    Error::BackendMismatch {
+                        what: "stub outside memory",
+                    },
+                )?;
             }
         }
         Ok(())
@@ -214,6 +219,8 @@ impl<'a> Plan<'a> {
         let got_base = base.wrapping_add(self.got_offset);
         let stub_base = base.wrapping_add(self.stub_offset);
         let stub_size = arch::stub_size(self.arch);
+        let pairs = arch::has_pairs(self.arch);
+        let mut next_lo = 0usize;
         for (obj, rela_index, target) in self.relocation_sections() {
             let Some(entry) = self.objects.get(obj) else {
                 continue;
@@ -230,14 +237,28 @@ impl<'a> Plan<'a> {
             for rela in entry.object.relocations(rela_index)? {
                 let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
                 let symbol = self.symbols.get(flat).copied();
-                let (s, got_slot, stub) = match symbol {
+                let (s, got_slot, stub, size, other) = match symbol {
                     Some(sym) => (
                         sym.address,
-                        (sym.got_slot != u32::MAX)
-                            .then(|| got_base + u64::from(sym.got_slot) * GOT_SLOT_SIZE),
+                        self.got_slot_address(sym.got_slot, got_base),
                         (sym.stub != u32::MAX).then(|| stub_base + u64::from(sym.stub) * stub_size),
+                        sym.size,
+                        sym.other,
                     ),
-                    None => (0, None, None),
+                    None => (0, None, None, 0, 0),
+                };
+                // A low half takes the next recorded pair, in the pre-scan's order.
+                let hi = if pairs
+                    && arch::classify(self.arch, rela.r_type).is_some_and(|c| c.pair == Pair::Lo)
+                {
+                    let hi = self
+                        .lo_links
+                        .get(next_lo)
+                        .and_then(|&i| self.hi_input(i, base, got_base));
+                    next_lo += 1;
+                    hi
+                } else {
+                    None
                 };
                 let input = RelocInput {
                     r_type: rela.r_type,
@@ -247,7 +268,9 @@ impl<'a> Plan<'a> {
                     got_slot,
                     got_base,
                     stub,
-                    size: symbol_size(&entry.object, rela.symbol),
+                    size,
+                    other,
+                    hi,
                 };
                 let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
                 let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
@@ -288,8 +311,24 @@ impl<'a> Plan<'a> {
     }
 }
 
-fn symbol_size(object: &Object<'_>, index: u32) -> u64 {
-    object.symbol(index as usize).map_or(0, |s| s.size)
+impl Plan<'_> {
+    fn got_slot_address(&self, slot: u32, got_base: u64) -> Option<u64> {
+        (slot != u32::MAX).then(|| got_base + u64::from(slot) * GOT_SLOT_SIZE)
+    }
+
+    /// The inputs of high half `index`, for its low halves.
+    fn hi_input(&self, index: u32, base: u64, got_base: u64) -> Option<HiInput> {
+        let hi = self.his.get(index as usize)?;
+        let symbol = self.symbols.get(hi.symbol as usize)?;
+        let section = self.sections.get(hi.section as usize)?;
+        Some(HiInput {
+            r_type: hi.r_type,
+            s: symbol.address,
+            a: hi.addend,
+            p: base.wrapping_add(section.offset).wrapping_add(hi.offset),
+            got_slot: self.got_slot_address(symbol.got_slot, got_base),
+        })
+    }
 }
 
 impl<'a> Image<'_, 'a> {

@@ -20,6 +20,8 @@ pub const MAX_OBJECTS: usize = 32;
 pub const MAX_SECTIONS: usize = 1024;
 /// Most symbols across all objects of one image.
 pub const MAX_SYMBOLS: usize = 2048;
+/// Most HI/LO relocation pairs (RISC-V PC-relative addressing) in one image.
+pub const MAX_PAIRS: usize = 1024;
 /// Largest image elfjit lays out (1 GiB): far beyond any kernel, well inside every
 /// architecture's PC-relative reach within the image.
 pub const MAX_IMAGE_SIZE: u64 = 1 << 30;
@@ -123,8 +125,24 @@ pub(crate) struct SymbolEntry {
     pub got_slot: u32,
     pub stub: u32,
     pub referenced: bool,
+    /// `st_other` of the definition.
+    pub other: u8,
+    /// `st_size` of the definition.
+    pub size: u64,
     /// Filled by the linker.
     pub address: u64,
+}
+
+/// The high half of a relocation pair, recorded so that its low halves can find it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HiEntry {
+    /// Flat index of the section holding the high half's place.
+    pub section: u32,
+    pub offset: u64,
+    pub r_type: u32,
+    /// Canonical flat symbol index of the high half's target.
+    pub symbol: u32,
+    pub addend: i64,
 }
 
 #[derive(Clone, Copy)]
@@ -148,6 +166,10 @@ pub struct Plan<'a> {
     pub(crate) stubs: u32,
     pub(crate) image_size: u64,
     pub(crate) relocations: u64,
+    /// High halves of pairs, in relocation order.
+    pub(crate) his: Vec<HiEntry, MAX_PAIRS>,
+    /// For each low half, in relocation order, the index of its high half in `his`.
+    pub(crate) lo_links: Vec<u32, MAX_PAIRS>,
 }
 
 /// Reserves `size` bytes aligned to `align` at the end of a segment; returns its offset.
@@ -222,6 +244,8 @@ impl<'a> Plan<'a> {
             stubs: 0,
             image_size: 0,
             relocations: 0,
+            his: Vec::new(),
+            lo_links: Vec::new(),
         };
         // Segment-relative ends while sections are placed; turned into image offsets last.
         let mut ends = [0u64; 3];
@@ -328,6 +352,8 @@ impl<'a> Plan<'a> {
                         got_slot: NONE,
                         stub: NONE,
                         referenced: false,
+                        other: sym.other,
+                        size: sym.size,
                         address: 0,
                     })
                     .map_err(|_| Error::CapacityExceeded {
@@ -477,6 +503,9 @@ impl<'a> Plan<'a> {
         let mut count = 0u64;
         let sections: Vec<(usize, usize, usize), MAX_SECTIONS> =
             self.relocation_sections().collect();
+        if arch::has_pairs(self.arch) {
+            self.collect_high_halves(&sections)?;
+        }
         for &(obj, rela_index, target) in sections.iter() {
             let entry = *self.objects.get(obj).ok_or(Error::Malformed {
                 what: "object",
@@ -496,6 +525,72 @@ impl<'a> Plan<'a> {
         }
         self.relocations = count;
         Ok(())
+    }
+
+    /// Records every high half of a pair, so low halves anywhere can refer to it.
+    fn collect_high_halves(&mut self, sections: &[(usize, usize, usize)]) -> Result<()> {
+        for &(obj, rela_index, target) in sections {
+            let entry = *self.objects.get(obj).ok_or(Error::Malformed {
+                what: "object",
+                at: 0,
+            })?;
+            for rela in entry.object.relocations(rela_index)? {
+                let is_hi = arch::classify(self.arch, rela.r_type)
+                    .is_some_and(|c| c.pair == arch::Pair::Hi);
+                if !is_hi {
+                    continue;
+                }
+                let symbol =
+                    self.canonical(entry.symbol_base as usize + rela.symbol as usize) as u32;
+                self.his
+                    .push(HiEntry {
+                        section: entry.section_base + target as u32,
+                        offset: rela.offset,
+                        r_type: rela.r_type,
+                        symbol,
+                        addend: rela.addend,
+                    })
+                    .map_err(|_| Error::CapacityExceeded {
+                        table: "HI/LO relocation pairs",
+                        capacity: MAX_PAIRS,
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the high half whose place the low half's symbol labels.
+    fn link_low_half(&mut self, entry: &ObjectEntry<'a>, target: usize, rela: &Rela) -> Result<()> {
+        let label = entry.symbol_base as usize + rela.symbol as usize;
+        let found = match self.symbol_def(label) {
+            Some(Definition::InSection { section, value }) => self
+                .his
+                .iter()
+                .position(|hi| hi.section == section && hi.offset == value),
+            _ => None,
+        };
+        let index = found.ok_or_else(|| {
+            Error::Relocation(crate::error::RelocError {
+                arch: self.arch,
+                r_type: rela.r_type,
+                section: entry.object.section_name(target),
+                offset: rela.offset,
+                symbol: Name::new(
+                    entry
+                        .object
+                        .symbol(rela.symbol as usize)
+                        .map_or(&b"?"[..], |s| s.name),
+                ),
+                value: 0,
+                problem: crate::error::RelocProblem::Unpaired,
+            })
+        })?;
+        self.lo_links
+            .push(index as u32)
+            .map_err(|_| Error::CapacityExceeded {
+                table: "HI/LO relocation pairs",
+                capacity: MAX_PAIRS,
+            })
     }
 
     fn scan_one(
@@ -532,6 +627,10 @@ impl<'a> Plan<'a> {
                 at: u64::from(rela.symbol),
             });
         }
+        if class.pair == arch::Pair::Lo {
+            // The low half's symbol is a label, not its target: nothing else to plan.
+            return self.link_low_half(entry, target, rela);
+        }
         let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
         let def = self.symbol_def(flat);
         if def == Some(Definition::Unloaded) {
@@ -554,6 +653,10 @@ impl<'a> Plan<'a> {
         if class.call && external && symbol.stub == NONE {
             symbol.stub = stubs;
             stubs += 1;
+            if arch::stub_uses_got(self.arch) && symbol.got_slot == NONE {
+                symbol.got_slot = got_slots;
+                got_slots += 1;
+            }
         }
         self.got_slots = got_slots;
         self.stubs = stubs;

@@ -69,7 +69,23 @@ impl fmt::Display for Arch {
     }
 }
 
+pub mod aarch64;
+pub mod loongarch64;
+pub mod ppc64le;
+pub mod riscv64;
 pub mod x86_64;
+
+/// A relocation's part in a pair whose low half is computed from the high half's target
+/// (RISC-V `PCREL_HI20` + `PCREL_LO12_I/S`: the LO12's symbol is the label of the AUIPC
+/// that carries the HI20).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pair {
+    None,
+    /// The high half: other relocations may refer to its place.
+    Hi,
+    /// The low half: its symbol labels the place of a `Hi` relocation.
+    Lo,
+}
 
 /// What the pre-scan needs to know about one relocation type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +98,8 @@ pub(crate) struct RelocClass {
     pub call: bool,
     /// Nothing to do (R_*_NONE, linker-relaxation hints).
     pub skip: bool,
+    /// Part of a HI/LO pair.
+    pub pair: Pair,
 }
 
 impl RelocClass {
@@ -91,6 +109,24 @@ impl RelocClass {
             got: false,
             call: false,
             skip: false,
+            pair: Pair::None,
+        }
+    }
+    /// The high half of a pair (`got`: its target is the symbol's GOT slot).
+    #[allow(dead_code)] // used by the architectures with pairs (riscv64)
+    pub(crate) const fn hi(width: u8, got: bool) -> RelocClass {
+        RelocClass {
+            got,
+            pair: Pair::Hi,
+            ..RelocClass::data(width)
+        }
+    }
+    /// The low half of a pair.
+    #[allow(dead_code)] // used by the architectures with pairs (riscv64)
+    pub(crate) const fn lo(width: u8) -> RelocClass {
+        RelocClass {
+            pair: Pair::Lo,
+            ..RelocClass::data(width)
         }
     }
     pub(crate) const fn got(width: u8) -> RelocClass {
@@ -110,11 +146,13 @@ impl RelocClass {
         got: false,
         call: false,
         skip: true,
+        pair: Pair::None,
     };
 }
 
 /// The inputs of one relocation, as addresses in the target's address space.
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // `other` and `hi` serve ppc64le and riscv64
 pub(crate) struct RelocInput {
     pub r_type: u32,
     /// S: the symbol's address.
@@ -131,6 +169,36 @@ pub(crate) struct RelocInput {
     pub stub: Option<u64>,
     /// The symbol's size (st_size), for R_*_SIZE.
     pub size: u64,
+    /// The symbol's `st_other` (ppc64le keeps the local entry point offset there).
+    pub other: u8,
+    /// For the low half of a pair: the high half's inputs.
+    pub hi: Option<HiInput>,
+}
+
+/// The high half of a pair, as its low half needs it.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // read by the architectures with pairs (riscv64)
+pub(crate) struct HiInput {
+    pub r_type: u32,
+    pub s: u64,
+    pub a: i64,
+    /// The high half's place (the AUIPC).
+    pub p: u64,
+    pub got_slot: Option<u64>,
+}
+
+/// What a stub needs to know to reach its target.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // not every architecture's stub needs every field
+pub(crate) struct StubInput {
+    /// The stub's own address.
+    pub address: u64,
+    /// Where it jumps.
+    pub target: u64,
+    /// The target's GOT slot, on architectures whose stubs load through one.
+    pub got_slot: Option<u64>,
+    /// The GOT's first byte.
+    pub got_base: u64,
 }
 
 /// Why applying failed, and the value involved.
@@ -160,45 +228,109 @@ pub struct Applied {
     pub via: Via,
 }
 
-pub(crate) fn classify(arch: Arch, r_type: u32) -> Option<RelocClass> {
-    match arch {
-        Arch::X86_64 => x86_64::classify(r_type),
-        _ => None,
+/// `Ok` if `value` fits a signed `bits`-wide field, else an overflow failure.
+pub(crate) fn check_signed(value: i128, bits: u32) -> Result<(), Failure> {
+    if crate::bits::fits_signed(value, bits) {
+        Ok(())
+    } else {
+        Err(Failure {
+            problem: crate::error::RelocProblem::Overflow {
+                bits: bits as u8,
+                signed: true,
+            },
+            value,
+        })
     }
 }
 
-pub(crate) fn apply(arch: Arch, input: &RelocInput, place: &mut [u8]) -> Result<Applied, Failure> {
-    match arch {
-        Arch::X86_64 => x86_64::apply(input, place),
-        _ => Err(Failure {
-            problem: crate::error::RelocProblem::Unsupported,
-            value: 0,
-        }),
+/// `Ok` if `value` fits an unsigned `bits`-wide field, else an overflow failure.
+pub(crate) fn check_unsigned(value: i128, bits: u32) -> Result<(), Failure> {
+    if crate::bits::fits_unsigned(value, bits) {
+        Ok(())
+    } else {
+        Err(Failure {
+            problem: crate::error::RelocProblem::Overflow {
+                bits: bits as u8,
+                signed: false,
+            },
+            value,
+        })
     }
+}
+
+/// `Ok` if `value` is a multiple of `align`, else a misalignment failure.
+#[allow(dead_code)] // used by the fixed-width instruction sets
+pub(crate) fn check_aligned(value: i128, align: u64) -> Result<(), Failure> {
+    if crate::bits::is_aligned(value, align) {
+        Ok(())
+    } else {
+        Err(Failure {
+            problem: crate::error::RelocProblem::Misaligned { align: align as u8 },
+            value,
+        })
+    }
+}
+
+/// A failure for a place too short for its field (the pre-scan's bounds check makes this
+/// unreachable for well-formed plans; it still must not panic).
+pub(crate) fn short_place(value: i128) -> Failure {
+    Failure {
+        problem: crate::error::RelocProblem::Overflow {
+            bits: 0,
+            signed: false,
+        },
+        value,
+    }
+}
+
+/// Calls `$f` in the module of `$arch`.
+macro_rules! per_arch {
+    ($arch:expr, $($f:tt)+) => {
+        match $arch {
+            Arch::X86_64 => x86_64::$($f)+,
+            Arch::Aarch64 => aarch64::$($f)+,
+            Arch::Riscv64 => riscv64::$($f)+,
+            Arch::Loongarch64 => loongarch64::$($f)+,
+            Arch::Ppc64le => ppc64le::$($f)+,
+        }
+    };
+}
+
+/// The pre-scan's view of relocation type `r_type`, or `None` if it is not supported.
+pub(crate) fn classify(arch: Arch, r_type: u32) -> Option<RelocClass> {
+    per_arch!(arch, classify(r_type))
+}
+
+/// Computes relocation `input` and writes it at the start of `place` (which runs to the end
+/// of its section). Nothing is written when it fails.
+pub(crate) fn apply(arch: Arch, input: &RelocInput, place: &mut [u8]) -> Result<Applied, Failure> {
+    per_arch!(arch, apply(input, place))
 }
 
 /// The name of relocation type `r_type` on `arch` (`"R_X86_64_PC32"`), or `"unknown"`.
 pub fn reloc_name(arch: Arch, r_type: u32) -> &'static str {
-    match arch {
-        Arch::X86_64 => x86_64::reloc_name(r_type),
-        _ => "unknown",
-    }
+    per_arch!(arch, reloc_name(r_type))
 }
 
 /// Size in bytes of one far-call stub on `arch`.
 pub(crate) fn stub_size(arch: Arch) -> u64 {
-    match arch {
-        Arch::X86_64 => x86_64::STUB_SIZE,
-        _ => 16,
-    }
+    per_arch!(arch, STUB_SIZE)
 }
 
-/// Writes a stub at `buf` (running at `stub_addr`) that jumps to `target`.
-pub(crate) fn write_stub(arch: Arch, buf: &mut [u8], target: u64) -> Option<()> {
-    match arch {
-        Arch::X86_64 => x86_64::write_stub(buf, target),
-        _ => None,
-    }
+/// Writes a stub at `buf` that jumps to its target.
+pub(crate) fn write_stub(arch: Arch, buf: &mut [u8], stub: &StubInput) -> Option<()> {
+    per_arch!(arch, write_stub(buf, stub))
+}
+
+/// Whether stubs on `arch` load their target from a GOT slot (so each stubbed symbol also
+/// gets one).
+pub(crate) fn stub_uses_got(arch: Arch) -> bool {
+    per_arch!(arch, STUB_USES_GOT)
+}
+
+/// Whether `arch` has HI/LO relocation pairs to match up in the pre-scan.
+pub(crate) fn has_pairs(arch: Arch) -> bool {
+    per_arch!(arch, HAS_PAIRS)
 }
 
 /// Undefined symbols the linker itself defines, as an offset from the GOT's first byte

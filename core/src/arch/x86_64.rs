@@ -7,15 +7,23 @@
 //! Notation: S symbol, A addend, P place, G GOT slot address, GOT the GOT's base,
 //! L the call target (S, or the stub when S is out of reach), Z the symbol's size.
 
-use super::{Applied, Failure, RelocClass, RelocInput, Via};
+use super::{
+    check_signed, check_unsigned, short_place, Applied, Failure, RelocClass, RelocInput, StubInput,
+    Via,
+};
 use crate::bits::{fits_either, fits_signed, write_u16, write_u32, write_u64, write_u8};
 use crate::error::RelocProblem;
 use object::elf::*;
 
 /// `jmp *0(%rip)` (6 bytes) + the 8-byte target, padded with `int3` to 16.
 pub(crate) const STUB_SIZE: u64 = 16;
+/// Stubs carry their target inline.
+pub(crate) const STUB_USES_GOT: bool = false;
+/// No HI/LO relocation pairs on x86_64.
+pub(crate) const HAS_PAIRS: bool = false;
 
-pub(crate) fn write_stub(buf: &mut [u8], target: u64) -> Option<()> {
+pub(crate) fn write_stub(buf: &mut [u8], stub: &StubInput) -> Option<()> {
+    let target = stub.target;
     let stub = buf.get_mut(..16)?;
     stub.copy_from_slice(&[0xff, 0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xcc, 0xcc]);
     write_u64(stub.get_mut(6..)?, target)
@@ -40,15 +48,7 @@ pub(crate) fn classify(r_type: u32) -> Option<RelocClass> {
 
 /// Writes a value that must fit `width` bits as a signed field.
 fn put_signed(place: &mut [u8], width: u32, value: i128) -> Result<(), Failure> {
-    if !fits_signed(value, width) {
-        return Err(Failure {
-            problem: RelocProblem::Overflow {
-                bits: width as u8,
-                signed: true,
-            },
-            value,
-        });
-    }
+    check_signed(value, width)?;
     put(place, width, value)
 }
 
@@ -75,13 +75,7 @@ fn put(place: &mut [u8], width: u32, value: i128) -> Result<(), Failure> {
         32 => write_u32(place, v as u32),
         _ => write_u64(place, v),
     };
-    written.ok_or(Failure {
-        problem: RelocProblem::Overflow {
-            bits: width as u8,
-            signed: false,
-        },
-        value,
-    })
+    written.ok_or(short_place(value))
 }
 
 fn missing_slot() -> Failure {
@@ -118,15 +112,7 @@ pub(crate) fn apply(r: &RelocInput, place: &mut [u8]) -> Result<Applied, Failure
         // S + A zero-extended to 64 bits by the instruction: 0 ≤ v < 2^32.
         R_X86_64_32 => {
             let v = s + a;
-            if !(0..=i128::from(u32::MAX)).contains(&v) {
-                return Err(Failure {
-                    problem: RelocProblem::Overflow {
-                        bits: 32,
-                        signed: false,
-                    },
-                    value: v,
-                });
-            }
+            check_unsigned(v, 32)?;
             put(place, 32, v).and_then(|()| direct(v))
         }
         // S + A sign-extended to 64 bits by the instruction: ±2 GiB.
@@ -254,6 +240,8 @@ mod tests {
             got_base: 0,
             stub: None,
             size: 0,
+            other: 0,
+            hi: None,
         }
     }
 
@@ -372,10 +360,16 @@ mod tests {
     #[test]
     fn stub_jumps_to_its_target() {
         let mut buf = [0u8; 16];
-        assert!(write_stub(&mut buf, 0x1122_3344_5566_7788).is_some());
+        let stub = StubInput {
+            address: 0x1000,
+            target: 0x1122_3344_5566_7788,
+            got_slot: None,
+            got_base: 0,
+        };
+        assert!(write_stub(&mut buf, &stub).is_some());
         assert_eq!(&buf[..6], &[0xff, 0x25, 0, 0, 0, 0]);
         assert_eq!(read_u64(&buf[6..]), Some(0x1122_3344_5566_7788));
-        assert!(write_stub(&mut [0u8; 15], 0).is_none());
+        assert!(write_stub(&mut [0u8; 15], &stub).is_none());
     }
 
     #[test]
