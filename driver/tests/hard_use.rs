@@ -181,7 +181,7 @@ impl Drop for Scratch {
 fn process_alive(pid: &str) -> bool {
     // A zombie still has a /proc entry, so look at its state too.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| !stat.split_whitespace().nth(2).is_some_and(|s| s == "Z"))
+        .map(|stat| stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"))
         .unwrap_or(false)
 }
 
