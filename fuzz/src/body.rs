@@ -27,7 +27,7 @@ pub fn plan_and_link(objects: &[&[u8]], base: u64, page: u64, seed: u64) {
     let mut backend = SliceBackend::new(&mut buffer, base, page);
     let mut resolver = |name: &[u8]| -> Option<u64> {
         let hash = name.iter().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x1_0000_0001_b3)
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
         // Some names stay undefined, to exercise that path too.
         (hash % 17 != 0).then_some(hash >> (hash % 24))
