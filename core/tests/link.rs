@@ -341,3 +341,49 @@ fn every_truncation_and_byte_flip_is_an_error_or_a_clean_link() {
         }
     }
 }
+
+/// Patches the `field` (offset within the header, width) of the first section header of
+/// type `kind`.
+fn patch_section(object: &mut [u8], kind: u32, field: usize, width: usize, value: u64) {
+    let shoff = u64::from_le_bytes(object[0x28..0x30].try_into().unwrap()) as usize;
+    let shnum = u16::from_le_bytes(object[0x3c..0x3e].try_into().unwrap()) as usize;
+    for i in 0..shnum {
+        let at = shoff + i * 64;
+        if u32::from_le_bytes(object[at + 4..at + 8].try_into().unwrap()) == kind {
+            object[at + field..at + field + width].copy_from_slice(&value.to_le_bytes()[..width]);
+            return;
+        }
+    }
+    panic!("no section of type {kind}");
+}
+
+#[test]
+fn huge_or_bogus_sizes_are_rejected_before_any_allocation() {
+    let object =
+        pic("static int scratch[16]; int k(int i) { scratch[i & 15] += i; return scratch[0]; }");
+    let (size, offset) = (0x20, 0x18);
+    let cases: [(u32, usize, u64, &str); 5] = [
+        (object::elf::SHT_NOBITS, size, 1 << 40, "too large"),
+        (object::elf::SHT_SYMTAB, size, 1 << 40, "past the end"),
+        (object::elf::SHT_RELA, size, u64::MAX - 7, "past the end"),
+        (object::elf::SHT_RELA, offset, u64::MAX - 16, "past the end"),
+        (object::elf::SHT_PROGBITS, size, 1 << 33, "past the end"),
+    ];
+    for (kind, field, value, expect) in cases {
+        let mut bad = object.clone();
+        patch_section(&mut bad, kind, field, 8, value);
+        // The backend would record any allocation; the plan must fail first.
+        let err = Plan::new(&[&bad], PAGE).err().unwrap();
+        assert!(
+            err.to_string().contains(expect),
+            "{kind}/{field:#x}={value:#x}: {err}"
+        );
+    }
+    // A section count pointing past the end of the file.
+    let mut bad = object.clone();
+    bad[0x3c..0x3e].copy_from_slice(&0xfff0u16.to_le_bytes());
+    assert!(matches!(
+        Plan::new(&[&bad], PAGE),
+        Err(Error::Malformed { .. })
+    ));
+}
