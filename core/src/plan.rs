@@ -230,6 +230,9 @@ impl<'a> Plan<'a> {
                 other: other.object.arch(),
             });
         }
+        for entry in parsed.iter() {
+            arch::check_flags(arch, entry.object.flags())?;
+        }
 
         let mut plan = Plan {
             arch,
