@@ -502,3 +502,27 @@ fn clang_relocations_at_every_opt_level_and_code_model_link() {
         }
     }
 }
+#[test]
+fn objects_for_another_float_abi_are_refused() {
+    let source = "double mix(double a, float b) { return a * b; }";
+    // -march=rv64gc alone selects LP64D on clang 19's bare-metal triple.
+    let gc = compile_with(
+        source,
+        &["--target=riscv64-none-unknown-elf", "-march=rv64gc"],
+        &["-O2"],
+    );
+    assert!(Plan::new(&[&gc], PAGE).is_ok());
+    for abi in ["-mabi=lp64", "-mabi=lp64f"] {
+        let other = compile_with(
+            source,
+            &["--target=riscv64-none-unknown-elf", "-march=rv64gc", abi],
+            &["-O2"],
+        );
+        let err = Plan::new(&[&other], PAGE).err().unwrap();
+        assert!(matches!(err, Error::NotSupported { .. }), "{abi}: {err:?}");
+        assert!(err.to_string().contains("float ABI"), "{err}");
+    }
+    // No -march at all: soft-float LP64, also refused.
+    let bare = compile_with(source, &["--target=riscv64-none-unknown-elf"], &["-O2"]);
+    assert!(Plan::new(&[&bare], PAGE).is_err());
+}
