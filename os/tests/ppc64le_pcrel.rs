@@ -1,0 +1,132 @@
+//! Power10 PC-relative kernels (`-mcpu=pwr10`: PCREL34, GOT_PCREL34, REL24_NOTOC through
+//! the stubs' PC-relative entry) executed for real. Runs only on a ppc64le CPU with ISA 3.1
+//! (AT_HWCAP2 has PPC_FEATURE2_ARCH_3_1); elsewhere it passes without doing anything.
+//! `.cargo/config.toml` runs the ppc64le tests under `qemu-ppc64le -cpu power10`, so
+//! `cargo test --target powerpc64le-unknown-linux-gnu -p elfjit-os` executes them.
+//!
+//! The same kernels also link a Power8 caller object to them, so TOC code calling
+//! external functions and PC-relative code share one image.
+
+use elfjit_core::{Arch, Plan};
+use elfjit_os::{MmapBackend, ProcessResolver};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const AT_HWCAP2: u64 = 26;
+const PPC_FEATURE2_ARCH_3_1: u64 = 0x0004_0000;
+
+/// Whether this process runs on a ppc64le CPU that executes prefixed instructions.
+fn power10() -> bool {
+    if Arch::host() != Some(Arch::Ppc64le) {
+        return false;
+    }
+    let Ok(auxv) = std::fs::read("/proc/self/auxv") else {
+        return false;
+    };
+    auxv.chunks_exact(16).any(|entry| {
+        let key = u64::from_le_bytes(entry[..8].try_into().unwrap());
+        let value = u64::from_le_bytes(entry[8..].try_into().unwrap());
+        key == AT_HWCAP2 && value & PPC_FEATURE2_ARCH_3_1 != 0
+    })
+}
+
+fn compile(source: &str, cpu: &str, opt: &str) -> Vec<u8> {
+    let clang = std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into());
+    let mut child = Command::new(clang)
+        .args(["--target=powerpc64le-none-unknown-elf", cpu, "-c", opt])
+        .args([
+            "-fPIC",
+            "-ffreestanding",
+            "-fno-math-errno",
+            "-fno-stack-protector",
+        ])
+        .args(["-x", "c", "-", "-o", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clang-19 (set ELFJIT_CLANG)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(source.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+const PCREL: &str = r#"
+extern float expf(float);
+extern void *memcpy(void *, const void *, unsigned long);
+static const int lut[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+int counter = 10;
+int lookup(int i) { return lut[i & 7]; }
+int bump(void) { return ++counter; }
+float softsum(const float *x, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += expf(x[i]) + lut[i & 7];
+    return s;
+}
+int copy(char *out, const char *in, int n) { memcpy(out, in, n); return out[n - 1] + counter; }
+unsigned long long divide(unsigned __int128 a, unsigned long long b) { return (unsigned long long)(a / b); }
+"#;
+
+/// Power8 code in the same image: calls a PC-relative function of the other object (which
+/// may clobber r2) only through a pointer, and an external through a stub, then reads
+/// TOC-relative data.
+const TOC: &str = r#"
+extern float expf(float);
+extern int lookup(int);
+int table[4] = {100, 200, 300, 400};
+int (*volatile through)(int) = lookup;
+float mixed(float x, int i) { return expf(x) + through(i) + table[i & 3]; }
+"#;
+
+#[test]
+fn power10_kernels_run() {
+    if !power10() {
+        eprintln!("skipped: not a Power10 CPU (under qemu-user set QEMU_CPU=power10)");
+        return;
+    }
+    for opt in ["-O0", "-O1", "-O2", "-O3"] {
+        let pcrel = compile(PCREL, "-mcpu=pwr10", opt);
+        let toc = compile(TOC, "-mcpu=pwr8", opt);
+        let mut memory = MmapBackend::new();
+        let page = elfjit_core::MemoryBackend::page_size(&memory);
+        let mut plan = Plan::new(&[&pcrel, &toc], page).expect("plan");
+        let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
+        let get = |name: &str| image.symbol(name).unwrap_or_else(|| panic!("no {name}")) as usize;
+        // SAFETY (all transmutes below): each signature matches its C definition above, and
+        // `memory` keeps the code mapped for the duration of the calls.
+        unsafe {
+            let lookup: extern "C" fn(i32) -> i32 = std::mem::transmute(get("lookup"));
+            assert_eq!(
+                (0..8).map(|i| lookup(i)).collect::<Vec<_>>(),
+                [3, 1, 4, 1, 5, 9, 2, 6]
+            );
+            let bump: extern "C" fn() -> i32 = std::mem::transmute(get("bump"));
+            assert_eq!((bump(), bump()), (11, 12), "{opt}");
+            let softsum: extern "C" fn(*const f32, i32) -> f32 =
+                std::mem::transmute(get("softsum"));
+            let x = [0.0f32, 1.0, -1.0, 0.5];
+            let want: f32 = x.iter().map(|v| v.exp()).sum::<f32>() + 3.0 + 1.0 + 4.0 + 1.0;
+            assert!((softsum(x.as_ptr(), 4) - want).abs() < 1e-4 * want, "{opt}");
+            let copy: extern "C" fn(*mut u8, *const u8, i32) -> i32 =
+                std::mem::transmute(get("copy"));
+            let src: Vec<u8> = (0..200).map(|i| (i % 100) as u8).collect();
+            let mut dst = vec![0u8; 200];
+            assert_eq!(copy(dst.as_mut_ptr(), src.as_ptr(), 150), 49 + 12, "{opt}");
+            assert_eq!(&dst[..150], &src[..150]);
+            let divide: extern "C" fn(u128, u64) -> u64 = std::mem::transmute(get("divide"));
+            assert_eq!(divide((1u128 << 80) + 12345, 1 << 20), 1 << 60);
+            let mixed: extern "C" fn(f32, i32) -> f32 = std::mem::transmute(get("mixed"));
+            assert_eq!(mixed(0.0, 5), 1.0 + 9.0 + 200.0, "{opt}");
+        }
+    }
+}
