@@ -130,3 +130,50 @@ fn power10_kernels_run() {
         }
     }
 }
+
+/// Power8 code on any ppc64le CPU: after each external call (through a stub, into libc's
+/// own TOC) the caller reads TOC-relative data, which only works if `ld r2,24(r1)` put
+/// the image's TOC pointer back.
+const RESTORE: &str = r#"
+extern void *memcpy(void *, const void *, unsigned long);
+extern float expf(float);
+int table[4] = {100, 200, 300, 400};
+static const int lut[4] = {1, 2, 3, 4};
+int k(int *dst, const int *src, int x) {
+    memcpy(dst, src, 16);
+    int a = dst[x & 3] + table[x & 3] + lut[x & 3];
+    a += (int)expf(0.0f) * table[(x + 1) & 3];
+    return a + lut[(x + 2) & 3];
+}
+"#;
+
+#[test]
+fn toc_pointer_is_restored_after_external_calls() {
+    if Arch::host() != Some(Arch::Ppc64le) {
+        return;
+    }
+    for opt in ["-O0", "-O1", "-O2", "-O3"] {
+        let object = compile(RESTORE, "-mcpu=pwr8", opt);
+        let mut memory = MmapBackend::new();
+        let page = elfjit_core::MemoryBackend::page_size(&memory);
+        let mut plan = Plan::new(&[&object], page).expect("plan");
+        let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
+        let k = image.symbol("k").expect("k") as usize;
+        // SAFETY: `k` has this signature in the C above; `memory` keeps it mapped.
+        let k: extern "C" fn(*mut i32, *const i32, i32) -> i32 = unsafe { std::mem::transmute(k) };
+        let src = [7, 8, 9, 10];
+        let mut dst = [0; 4];
+        for x in 0..4usize {
+            let want = src[x]
+                + [100, 200, 300, 400][x]
+                + [1, 2, 3, 4][x]
+                + [100, 200, 300, 400][(x + 1) & 3]
+                + [1, 2, 3, 4][(x + 2) & 3];
+            assert_eq!(
+                k(dst.as_mut_ptr(), src.as_ptr(), x as i32),
+                want,
+                "{opt} x={x}"
+            );
+        }
+    }
+}

@@ -14,10 +14,12 @@
 //! after such a `bl` becomes `ld r2,24(r1)`, which restores the image's TOC pointer.
 //!
 //! Calling *into* the image follows the same rule: a kernel is entered at its global entry
-//! point with r12 holding that address. Indirect calls do exactly that on ppc64le (the
-//! compiler emits `mtctr r12; bctrl` for Rust function pointers, libffi and the generated
-//! C shim alike; `core/tests/ppc64le.rs` checks clang's output for a C call through a
-//! pointer).
+//! point with r12 holding that address. Every ELFv2 indirect call does exactly that: the
+//! compiler copies the target into both CTR and r12 before `bctrl` (a C call through a
+//! pointer, as in the generated call shim, is checked on clang's output in
+//! `core/tests/ppc64le.rs`; Rust function pointers are what `os/tests/native.rs` calls
+//! kernels through under qemu). libffi's ELFv2 `ffi_call` has to do the same, or no
+//! TOC-using library function could be called through it.
 //!
 //! Power10 PC-relative code (`-mcpu=pwr10`) needs no TOC: `bl f@notoc` (REL24_NOTOC) has no
 //! `nop` after it, and prefixed `paddi`/`pld` carry 34-bit PC-relative offsets (PCREL34,
