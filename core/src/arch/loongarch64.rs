@@ -63,6 +63,24 @@ pub(crate) const STUB_USES_GOT: bool = false;
 /// HI20/LO12 are page-relative, each computed on its own: nothing to pair.
 pub(crate) const HAS_PAIRS: bool = false;
 
+/// The base ABI in `e_flags` bits [2:0]: LP64D (double-float), what Linux and the Rust
+/// `loongarch64-unknown-none` target use, and the only one elfjit links: a `float` or `double`
+/// argument must be in the register its caller puts it in. (`-mabi=lp64s`/`lp64f` objects
+/// are refused, not silently miscalled.)
+pub const REQUIRED_BASE_ABI: u32 = EF_LARCH_ABI_DOUBLE_FLOAT;
+
+/// `Ok` for an LP64D object; otherwise its base-ABI bits, for the error. (The object-ABI
+/// version in bits [7:6] needs no check: v0 objects use the stack-machine `SOP_*`
+/// relocations, which `classify` refuses by name.)
+pub fn check_flags(e_flags: u32) -> Result<(), u32> {
+    let abi = e_flags & EF_LARCH_ABI_MODIFIER_MASK;
+    if abi == REQUIRED_BASE_ABI {
+        Ok(())
+    } else {
+        Err(abi)
+    }
+}
+
 /// `$t8`, the stub's scratch register.
 const T8: u32 = 20;
 /// `pcaddu12i rd, si20`: rd = PC + (si20 << 12).
@@ -1397,6 +1415,15 @@ mod tests {
             buf.get_mut(..6).unwrap_or(&mut [])
         )
         .is_err());
+    }
+
+    #[test]
+    fn only_lp64d_objects_are_linked() {
+        // clang: 0x43 for the default (lp64d), 0x41 for -mabi=lp64s.
+        assert_eq!(check_flags(0x43), Ok(()));
+        assert_eq!(check_flags(0x41), Err(1));
+        assert_eq!(check_flags(0x42), Err(2));
+        assert_eq!(check_flags(0x03), Ok(()));
     }
 
     #[test]
