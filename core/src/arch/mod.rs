@@ -333,14 +333,20 @@ pub(crate) fn has_pairs(arch: Arch) -> bool {
     per_arch!(arch, HAS_PAIRS)
 }
 
-/// Refuses an object whose `e_flags` ask for an ABI the image cannot honour (riscv64: a
-/// float ABI other than LP64D, whose functions would take `float`/`double` arguments in
-/// other registers than their Linux callers use).
+/// Refuses an object whose `e_flags` ask for an ABI the image cannot honour (riscv64 and
+/// loongarch64: a float ABI other than LP64D, whose functions would take `float`/`double`
+/// arguments in other registers than their Linux callers use).
 pub(crate) fn check_flags(arch: Arch, e_flags: u32) -> Result<(), crate::error::Error> {
     match arch {
         Arch::Riscv64 => {
             riscv64::check_flags(e_flags).map_err(|abi| crate::error::Error::NotSupported {
                 what: "RISC-V float ABI (elfjit links LP64D objects: -march=rv64gc -mabi=lp64d)",
+                value: u64::from(abi),
+            })
+        }
+        Arch::Loongarch64 => {
+            loongarch64::check_flags(e_flags).map_err(|abi| crate::error::Error::NotSupported {
+                what: "LoongArch base ABI (elfjit links LP64D objects: -mabi=lp64d, the default)",
                 value: u64::from(abi),
             })
         }
