@@ -429,3 +429,19 @@ fn linking_at_two_bases_differs_only_in_relocated_places() {
     // Everything here is PC-relative: the images are identical.
     assert_eq!(a.image, b.image);
 }
+
+#[test]
+fn soft_float_objects_are_refused_by_name() {
+    // -mabi=lp64s passes floats in integer registers: linking it for LP64D callers would
+    // call it wrongly, so the plan refuses it.
+    let object = compile(
+        "float twice(float x) { return 2 * x; }",
+        &["-O2", "-mabi=lp64s", "-Wno-unused-command-line-argument"],
+    );
+    let err = Plan::new(&[&object], PAGE).err().unwrap();
+    assert!(matches!(err, Error::NotSupported { value: 1, .. }), "{err}");
+    assert!(err.to_string().contains("LP64D"), "{err}");
+    // The default ABI is LP64D and links.
+    let object = compile("float twice(float x) { return 2 * x; }", &["-O2"]);
+    assert!(Plan::new(&[&object], PAGE).is_ok());
+}
