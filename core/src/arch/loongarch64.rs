@@ -19,7 +19,10 @@
 //! HI20 and LO12 halves are page-relative, not label-paired: each is computed from its own
 //! S + A and P, so there are no pairs to match (`HAS_PAIRS` is false). The extreme model's
 //! LO20/HI12 halves need the address of their `pcalau12i`; the psABI requires the four
-//! instructions to be adjacent, so it is P - 8 (LO20) and P - 12 (HI12).
+//! instructions to be adjacent, so it is P - 8 (LO20) and P - 12 (HI12). A HI20 alone
+//! reaches ±2 GiB and is range-checked, except when the instructions at +8 and +12 are the
+//! `lu32i.d rX` + `lu52i.d rX, rX` tail of an extreme sequence: there it is only the low
+//! part of a 64-bit distance (see `extreme_tail`).
 //!
 //! No relaxation is done: RELAX and ALIGN are skipped. This stays correct because nothing
 //! is ever moved or deleted: every instruction keeps the offset it has in the object, so the
