@@ -386,15 +386,18 @@ fn put_call(place: &mut [u8], v: i128) -> Result<(), Failure> {
     }
     let auipc = encode_u(auipc, hi).ok_or(overflow(v, 32, true))?;
     let jalr = encode_i(jalr, lo12(v)).ok_or(overflow(v, 32, true))?;
-    let mut pair = [0u8; 8];
-    let (first, second) = pair.split_at_mut(4);
-    first.copy_from_slice(&auipc.to_le_bytes());
-    second.copy_from_slice(&jalr.to_le_bytes());
     place
         .get_mut(..8)
         .ok_or(short_place(v))?
-        .copy_from_slice(&pair);
+        .copy_from_slice(&words_le(auipc, jalr));
     Ok(())
+}
+
+/// Two instructions as 8 little-endian bytes.
+fn words_le(first: u32, second: u32) -> [u8; 8] {
+    let [a0, a1, a2, a3] = first.to_le_bytes();
+    let [b0, b1, b2, b3] = second.to_le_bytes();
+    [a0, a1, a2, a3, b0, b1, b2, b3]
 }
 
 /// Reads the `width`-bit little-endian word at `place` (V of ADD/SUB).
@@ -873,11 +876,7 @@ mod tests {
     }
 
     fn call_pair() -> [u8; 8] {
-        let mut pair = [0u8; 8];
-        let (a, b) = pair.split_at_mut(4);
-        a.copy_from_slice(&AUIPC_RA.to_le_bytes());
-        b.copy_from_slice(&JALR_RA.to_le_bytes());
-        pair
+        words_le(AUIPC_RA, JALR_RA)
     }
 
     /// The target a decoded `auipc` + I-type pair at `p` reaches.
