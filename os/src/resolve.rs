@@ -2,11 +2,18 @@
 //! Order: `dlsym(RTLD_DEFAULT)` (libc's memcpy, anything the program exports), then libm
 //! (opened once, since a program that uses no libm function may not have it loaded), then
 //! the compiler-rt helpers of the Rust runtime ([`crate::builtins`]).
+//!
+//! Found addresses are remembered for the life of the process (`dlsym` walks every loaded
+//! library, which would otherwise dominate loading a small kernel). Misses are not
+//! remembered, so a library the program loads later still counts. A library unloaded with
+//! `dlclose` after one of its symbols was used here leaves that cached address stale, just
+//! as it leaves any kernel that called it pointing at unmapped code.
 
 use crate::builtins;
 use elfjit_core::SymbolResolver;
+use std::collections::HashMap;
 use std::ffi::CStr;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
 /// Resolves names through the process. Cheap to create; libm is opened once per process.
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,12 +42,31 @@ fn dlsym(handle: *mut libc::c_void, name: &CStr) -> Option<u64> {
     (!address.is_null()).then_some(address as u64)
 }
 
+/// Addresses already found, by name.
+fn found() -> &'static RwLock<HashMap<Box<[u8]>, u64>> {
+    static FOUND: OnceLock<RwLock<HashMap<Box<[u8]>, u64>>> = OnceLock::new();
+    FOUND.get_or_init(|| RwLock::new(HashMap::new()))
+}
+
 impl ProcessResolver {
     /// The address of `name` in this process, if anything provides it.
     pub fn lookup(name: &[u8]) -> Option<u64> {
         if name.is_empty() || name.contains(&0) {
             return None;
         }
+        let cached = found().read().ok().and_then(|c| c.get(name).copied());
+        if cached.is_some() {
+            return cached;
+        }
+        let address = Self::search(name)?;
+        if let Ok(mut cache) = found().write() {
+            cache.insert(name.into(), address);
+        }
+        Some(address)
+    }
+
+    /// The uncached search: dlsym, then libm, then the compiler-rt helpers.
+    fn search(name: &[u8]) -> Option<u64> {
         let mut owned = Vec::with_capacity(name.len() + 1);
         owned.extend_from_slice(name);
         owned.push(0);
@@ -71,6 +97,21 @@ mod tests {
         assert_eq!(ProcessResolver::lookup(b"no_such_symbol_elfjit"), None);
         assert_eq!(ProcessResolver::lookup(b""), None);
         assert_eq!(ProcessResolver::lookup(b"mem\0cpy"), None);
+    }
+
+    #[test]
+    fn cached_answers_match_fresh_ones() {
+        for name in [&b"memcpy"[..], b"expf", b"__udivti3"] {
+            let first = ProcessResolver::lookup(name);
+            assert_eq!(first, ProcessResolver::search(name));
+            assert_eq!(ProcessResolver::lookup(name), first);
+        }
+        // A miss is not remembered as a miss.
+        assert_eq!(ProcessResolver::lookup(b"elfjit_not_yet_defined"), None);
+        assert!(!found()
+            .read()
+            .unwrap()
+            .contains_key(&b"elfjit_not_yet_defined"[..]));
     }
 
     #[test]
