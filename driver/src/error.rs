@@ -37,6 +37,12 @@ pub enum Error {
     BadArgument { what: String, reason: String },
     /// A request elfjit cannot serve (e.g. a foreign target before its support exists).
     Unsupported(String),
+    /// An emulated run (`--target` a foreign architecture) failed outside the link: the
+    /// runner could not be built, qemu is missing, the runner crashed or answered badly.
+    Emulation {
+        target: elfjit_core::Arch,
+        message: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -75,6 +81,9 @@ impl fmt::Display for Error {
             ),
             Error::BadArgument { what, reason } => write!(f, "bad {what}: {reason}"),
             Error::Unsupported(m) => write!(f, "unsupported: {m}"),
+            Error::Emulation { target, message } => {
+                write!(f, "emulated run on {target}: {message}")
+            }
         }
     }
 }

@@ -76,7 +76,7 @@ fn native_cpu_flags(arch: Arch) -> &'static [&'static str] {
 }
 
 /// CPU selection for a foreign architecture (emulated runs): a generic baseline CPU.
-fn generic_cpu_flags(arch: Arch) -> &'static [&'static str] {
+pub fn generic_cpu_flags(arch: Arch) -> &'static [&'static str] {
     match arch {
         Arch::X86_64 => &["-march=x86-64"],
         Arch::Aarch64 => &["-march=armv8-a"],

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod clang;
 pub mod demo;
+pub mod emulate;
 pub mod error;
 pub mod ffi;
 pub mod flags;

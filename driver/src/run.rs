@@ -5,6 +5,7 @@
 
 use crate::args::{ArgOutcome, ArgSpec, Buffer, RetType, Scalar};
 use crate::clang::{CompileOptions, Compiler, Lang};
+use crate::emulate;
 use crate::error::{Error, Result};
 use crate::ffi::{ArgKind, ArgValue, CallInterface};
 use crate::flags::HostInfo;
@@ -31,6 +32,10 @@ pub struct RunRequest {
     pub args: Vec<ArgSpec>,
     /// clang's `-O` level (0 to 3).
     pub opt_level: u8,
+    /// Run through the emulated runner under qemu even when `target` is the host
+    /// architecture (foreign targets always are). `ELFJIT_EMULATE=1` sets this for every
+    /// run. See [`crate::emulate`].
+    pub emulate: bool,
 }
 
 impl RunRequest {
@@ -45,6 +50,7 @@ impl RunRequest {
             ret: RetType::Void,
             args: Vec::new(),
             opt_level: 2,
+            emulate: false,
         }
     }
 }
@@ -148,30 +154,29 @@ pub fn run(req: &RunRequest) -> Result<RunOutcome> {
     run_with(&Compiler::find()?, req)
 }
 
-/// Runs `req` with a given compiler.
+/// Runs `req` with a given compiler: natively when `target` is the host (unless
+/// emulation is asked for), otherwise through the emulated runner
+/// ([`crate::emulate::run_emulated`]).
 pub fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
     let host = HostInfo::current();
+    let emulated = req.emulate || emulate::forced_by_env() || host.arch != Some(req.target);
     let mut opts = CompileOptions::new(req.lang, req.target);
     opts.opt_level = req.opt_level;
+    let flags_host = if emulated {
+        emulate::compile_host()
+    } else {
+        host
+    };
 
     let t = Instant::now();
-    let object = compiler.compile_for_host(&req.source, &opts, host)?;
+    let object = compiler.compile_for_host(&req.source, &opts, flags_host)?;
     let compile = t.elapsed();
 
-    if host.arch == Some(req.target) {
-        run_native(req, &object, compile)
+    if emulated {
+        emulate::run_emulated(compiler, req, &object, compile)
     } else {
-        run_emulated(req, &object, host)
+        run_native(req, &object, compile)
     }
-}
-
-/// Runs on a foreign architecture. Reserved for the qemu runner.
-fn run_emulated(req: &RunRequest, _object: &[u8], host: HostInfo) -> Result<RunOutcome> {
-    let host_name = host.arch.map_or(std::env::consts::ARCH, Arch::name);
-    Err(Error::Unsupported(format!(
-        "running --target {} on a {host_name} host needs the emulated runner (not built yet)",
-        req.target
-    )))
 }
 
 /// Picks the function to call: the named one, or the only global function.
@@ -321,19 +326,21 @@ mod tests {
     }
 
     #[test]
-    fn foreign_target_is_reported_after_compiling() {
+    fn foreign_target_compile_errors_come_first() {
         let Ok(c) = Compiler::find() else {
             return;
         };
         let host = HostInfo::current().arch;
         let foreign = Arch::ALL.into_iter().find(|a| Some(*a) != host).unwrap();
-        let mut req = RunRequest::new("int f(int a) { return a; }", Lang::C);
+        let mut req = RunRequest::new("int f( {", Lang::C);
         req.target = foreign;
-        let e = run_with(&c, &req).unwrap_err();
-        assert!(matches!(e, Error::Unsupported(_)), "{e}");
-        assert!(e.to_string().contains("emulated runner"), "{e}");
-        // A compile error still surfaces first, for any target.
-        req.source = b"int f( {".to_vec();
+        assert!(matches!(
+            run_with(&c, &req).unwrap_err(),
+            Error::ClangFailed { .. }
+        ));
+        // Forced emulation on the host: the same.
+        req.target = host.unwrap_or(Arch::X86_64);
+        req.emulate = true;
         assert!(matches!(
             run_with(&c, &req).unwrap_err(),
             Error::ClangFailed { .. }

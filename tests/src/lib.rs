@@ -117,12 +117,28 @@ pub fn run_case(case: &Case, target: Arch, opt_level: u8) -> Result<RunOutcome, 
 }
 
 /// Runs `case` and checks its outcome; the error names the case, target and level.
+/// A foreign `target` runs through the emulated runner under qemu.
 pub fn check_case(case: &Case, target: Arch, opt_level: u8) -> Result<(), String> {
-    let tag = format!("{} ({target}, -O{opt_level})", case.name);
+    check_case_with(case, target, opt_level, false)
+}
+
+/// [`check_case`] through the emulated runner under qemu, even when `target` is the host.
+pub fn check_case_emulated(case: &Case, target: Arch, opt_level: u8) -> Result<(), String> {
+    check_case_with(case, target, opt_level, true)
+}
+
+fn check_case_with(case: &Case, target: Arch, opt_level: u8, emulate: bool) -> Result<(), String> {
+    let tag = format!(
+        "{} ({target}{}, -O{opt_level})",
+        case.name,
+        if emulate { ", emulated" } else { "" }
+    );
     if let Some(why) = case.not_valid_on(target) {
         return Err(format!("{tag}: not valid on {target}: {why}"));
     }
-    let out = run_case(case, target, opt_level).map_err(|e| format!("{tag}: {e}"))?;
+    let mut req = request(case, target, opt_level).map_err(|e| format!("{tag}: {e}"))?;
+    req.emulate = emulate;
+    let out = elfjit::run::run(&req).map_err(|e| format!("{tag}: run failed: {e}"))?;
     if out.target != target {
         return Err(format!("{tag}: outcome says target {}", out.target));
     }

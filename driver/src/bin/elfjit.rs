@@ -24,10 +24,14 @@ clang: $ELFJIT_CLANG if set, else `clang` in PATH, else the newest `clang-NN` in
 ";
 
 const RUN_USAGE: &str = "\
-elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--ret TYPE] [--arg SPEC]... [--json]
+elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--emulate] [--ret TYPE] [--arg SPEC]... [--json]
   FILE        .c (C), .ll (LLVM IR), or '-' for stdin (then --lang is required)
   --entry     default: the object's only global function; several -> error listing them
-  --target    x86_64 | aarch64 | riscv64 | loongarch64 | ppc64le; default: the host
+  --target    x86_64 | aarch64 | riscv64 | loongarch64 | ppc64le; default: the host.
+              A foreign target is compiled for a generic CPU, linked on the host and
+              run under qemu-user (qemu-ARCH) by elfjit's own runner (built with clang
+              and lld on first use, cached in $ELFJIT_CACHE_DIR or ~/.cache/elfjit)
+  --emulate   run through that runner even for the host (also: ELFJIT_EMULATE=1)
   --ret       void (default) | i32 | i64 | u32 | u64 | f32 | f64
   --arg SPEC  repeated, in call order:
               TYPE:VALUE          scalar, e.g. i32:1024  f32:2.5
@@ -212,6 +216,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
     let mut ret = RetType::Void;
     let mut specs: Vec<ArgSpec> = Vec::new();
     let mut json = false;
+    let mut emulate = false;
     let mut opt_level = 2u8;
 
     let mut cur = Cursor { args, pos: 0 };
@@ -223,6 +228,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
         match flag {
             "--help" | "-h" => return out(RUN_USAGE),
             "--json" => json = true,
+            "--emulate" => emulate = true,
             "--lang" => lang = Some(parse_lang(cur.value(flag, inline)?)?),
             "--entry" => entry = Some(cur.value(flag, inline)?.to_string()),
             "--target" => target = Some(parse_target(cur.value(flag, inline)?)?),
@@ -268,6 +274,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
     req.ret = ret;
     req.args = specs;
     req.opt_level = opt_level;
+    req.emulate = emulate;
     let compiler = Compiler::find()?;
     let outcome = run_with(&compiler, &req)?;
     if json {

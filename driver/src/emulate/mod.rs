@@ -1,0 +1,286 @@
+//! Emulated runs: `elfjit run --target ARCH` for an architecture this machine is not, by
+//! way of qemu-user.
+//!
+//! ```text
+//! kernel.o (clang, generic CPU for ARCH) ─┐
+//! shim.o   (generated C, same flags)  ────┼─► core: one image linked at IMAGE_BASE,
+//! runner's symbol table (memcpy, libm) ───┘   externals resolved against the runner
+//! qemu-ARCH runner  ◄── stdin: header, image, argument block, buffers
+//!                   ──► stdout: return value, call time, buffers
+//! ```
+//!
+//! The runner (`runner.c` + `support.c`) is a static, freestanding program of elfjit's
+//! own, built once per architecture with clang and lld and cached on disk (see
+//! [`runner::cache_dir`]). It maps the image at the address it was linked for, protects
+//! its segments (never writable and executable), flushes the instruction cache, maps the
+//! buffers, calls the shim and times the call. The shim ([`shim`]) is generated from the
+//! `--arg`/`--ret` types and linked into the same image as the kernel, so the call obeys
+//! the target's C ABI without libffi.
+//!
+//! Fixed addresses in the emulated process (qemu-user reserves the whole span of the
+//! runner's segments, so the image must not sit between them):
+//!
+//! | what | address |
+//! |---|---|
+//! | the image (at most 16 MiB) | [`IMAGE_BASE`] = 0x1000_0000 |
+//! | the runner's code and data | [`RUNNER_BASE`] = 0x1100_0000 |
+//! | `elfjit_far_add` (for far-call tests) | [`FAR_ADDRESS`] = 0x2_1000_0000, about 8 GiB above the image |
+//! | the argument buffers | [`BUFFER_BASE`] = 0x4_0000_0000 |
+//!
+//! Segments are aligned to 64 KiB ([`PAGE_SIZE`]), a multiple of every page size the
+//! targets use. The runner provides `elfjit_far_add(int) -> int` (x + 1000): a kernel that
+//! calls it executes a real far-call stub or veneer.
+//!
+//! The host architecture runs through the same path when asked to
+//! ([`RunRequest::emulate`], `elfjit run --emulate`, or `ELFJIT_EMULATE=1`): always under
+//! `qemu-<arch>`, x86_64 included, so the host checks the machinery the foreign targets
+//! use.
+
+pub mod protocol;
+pub mod runner;
+pub mod shim;
+
+use crate::args::{ArgOutcome, ArgSpec, Buffer, Scalar, ScalarType, BUFFER_ALIGN};
+use crate::clang::{CompileOptions, Compiler, Lang};
+use crate::error::{Error, Result};
+use crate::ffi::ArgKind;
+use crate::flags::HostInfo;
+use crate::run::{select_entry, RunOutcome, RunRequest, Timings};
+use elfjit_core::elf::Object;
+use elfjit_core::{Plan, SegmentKind, SliceBackend};
+use protocol::{Request, SegmentRange};
+use shim::Slot;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Where the image is linked and mapped.
+pub const IMAGE_BASE: u64 = 0x1000_0000;
+/// Where the runner program is linked (the image must end below it).
+pub const RUNNER_BASE: u64 = 0x1100_0000;
+/// The largest image an emulated run accepts.
+pub const IMAGE_LIMIT: u64 = RUNNER_BASE - IMAGE_BASE;
+/// Where the runner's `elfjit_far_add` is linked: more than 4 GiB from the image.
+pub const FAR_ADDRESS: u64 = 0x2_1000_0000;
+/// Where the argument buffers are mapped.
+pub const BUFFER_BASE: u64 = 0x4_0000_0000;
+/// Segment alignment of emulated images.
+pub const PAGE_SIZE: u64 = 0x1_0000;
+
+/// Whether `ELFJIT_EMULATE` asks for every run to go through the emulated runner (set,
+/// and neither empty nor `0`).
+pub fn forced_by_env() -> bool {
+    std::env::var_os("ELFJIT_EMULATE").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The host description to compile emulated kernels with: no native CPU, so the generic
+/// CPU flags of the target apply (qemu emulates a baseline CPU).
+pub fn compile_host() -> HostInfo {
+    HostInfo {
+        arch: None,
+        ..HostInfo::current()
+    }
+}
+
+/// The global functions `object` defines, in symbol-table order.
+fn kernel_functions(object: &[u8]) -> Result<Vec<String>> {
+    let obj = Object::parse(object)?;
+    let mut names = Vec::new();
+    for i in 1..obj.symbol_count() {
+        let sym = obj.symbol(i)?;
+        if sym.is_defined()
+            && sym.is_global()
+            && sym.kind == object::elf::STT_FUNC
+            && !sym.name.is_empty()
+        {
+            if let Ok(n) = std::str::from_utf8(sym.name) {
+                names.push(n.to_string());
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Compiles the shim with the kernel's flags for the target (at -O2 whatever the kernel's
+/// level: the shim's code does not depend on it), reusing an earlier compile of the same
+/// source for the same target and compiler (each clang run costs tens of milliseconds).
+fn compile_shim(compiler: &Compiler, req: &RunRequest, source: &str) -> Result<Vec<u8>> {
+    type Key = (std::path::PathBuf, elfjit_core::Arch, String);
+    static SHIMS: OnceLock<Mutex<HashMap<Key, Vec<u8>>>> = OnceLock::new();
+    let key = (
+        compiler.path().to_path_buf(),
+        req.target,
+        source.to_string(),
+    );
+    let shims = SHIMS.get_or_init(Default::default);
+    if let Some(obj) = shims.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(obj.clone());
+    }
+    let opts = CompileOptions::new(Lang::C, req.target);
+    let obj = compiler.compile_for_host(source.as_bytes(), &opts, compile_host())?;
+    shims
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, obj.clone());
+    Ok(obj)
+}
+
+/// One buffer's place in the buffer region.
+struct Placed {
+    offset: usize,
+    ty: ScalarType,
+    len: usize,
+}
+
+fn align_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+/// Runs `req`, whose kernel clang already compiled to `object` (with [`compile_host`]'s
+/// flags) in `compile`, through the runner under qemu.
+pub fn run_emulated(
+    compiler: &Compiler,
+    req: &RunRequest,
+    object: &[u8],
+    compile: Duration,
+) -> Result<RunOutcome> {
+    let arch = req.target;
+    let entry = select_entry(req.entry.as_deref(), &kernel_functions(object)?)?;
+    let kinds: Vec<ArgKind> = req.args.iter().map(ArgSpec::kind).collect();
+    let t = Instant::now();
+    let shim_obj = compile_shim(compiler, req, &shim::source(&entry, &kinds, req.ret)?)?;
+    let compile = compile + t.elapsed();
+    let runner = runner::runner(compiler, arch)?;
+
+    // Link kernel + shim on the host, for the address the runner will map them at.
+    let t = Instant::now();
+    let objects: [&[u8]; 2] = [object, &shim_obj];
+    let mut plan = Plan::new(&objects, PAGE_SIZE)?;
+    if plan.arch() != arch {
+        return Err(Error::Unsupported(format!(
+            "the object is for {}, not the requested target {arch}",
+            plan.arch()
+        )));
+    }
+    let size = plan.image_size();
+    if size > IMAGE_LIMIT {
+        return Err(Error::Emulation {
+            target: arch,
+            message: format!("the image is {size} bytes; emulated runs take at most {IMAGE_LIMIT}"),
+        });
+    }
+    let mut memory = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
+    let mut backend = SliceBackend::new(&mut memory, IMAGE_BASE, PAGE_SIZE);
+    let mut resolve = |name: &[u8]| -> Option<u64> {
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| runner.symbols.get(n).copied())
+    };
+    let image = plan.link(&mut backend, &mut resolve)?;
+    let shim_address = image
+        .symbol(shim::SHIM_SYMBOL)
+        .ok_or_else(|| Error::Emulation {
+            target: arch,
+            message: format!("the linked image has no `{}`", shim::SHIM_SYMBOL),
+        })?;
+    let segments = SegmentKind::ALL.map(|kind| {
+        let s = image.plan().segment(kind);
+        SegmentRange {
+            offset: s.offset,
+            size: s.mapped,
+        }
+    });
+    let load = t.elapsed();
+
+    // Buffers, each 64-byte aligned in one region, and the argument block.
+    let mut placed: Vec<Option<Placed>> = Vec::with_capacity(req.args.len());
+    let mut region = Vec::new();
+    for spec in &req.args {
+        placed.push(match spec {
+            ArgSpec::Buffer { ty, init } => {
+                // Validates the initial values as the native path does.
+                let buffer = Buffer::new(*ty, init)?;
+                let offset = align_up(region.len(), BUFFER_ALIGN);
+                region.resize(offset, 0);
+                for i in 0..buffer.len() {
+                    let v = buffer.get(i).unwrap_or_else(|| ty.zero());
+                    region.extend_from_slice(&shim::scalar_le(v)[..ty.size()]);
+                }
+                Some(Placed {
+                    offset,
+                    ty: *ty,
+                    len: buffer.len(),
+                })
+            }
+            ArgSpec::Scalar(_) => None,
+        });
+    }
+    let slots: Vec<Slot> = req
+        .args
+        .iter()
+        .zip(&placed)
+        .map(|(spec, p)| match (spec, p) {
+            (_, Some(p)) => Slot::Pointer(BUFFER_BASE + p.offset as u64),
+            (ArgSpec::Scalar(s), None) => Slot::Scalar(*s),
+            (ArgSpec::Buffer { .. }, None) => Slot::Pointer(BUFFER_BASE),
+        })
+        .collect();
+    let args = shim::pack_args(&slots);
+    if args.len() > protocol::MAX_ARGS_SIZE {
+        return Err(Error::Emulation {
+            target: arch,
+            message: format!(
+                "{} arguments are more than the runner's argument block holds",
+                req.args.len()
+            ),
+        });
+    }
+
+    let request = Request {
+        image_base: IMAGE_BASE,
+        image: backend.image(),
+        segments,
+        shim: shim_address,
+        args: &args,
+        buffers_base: BUFFER_BASE,
+        buffers: &region,
+    };
+    let reply = runner::call(&runner, &request)?;
+
+    let ret = match req.ret.scalar_type() {
+        None => None,
+        Some(ty) => shim::scalar_from_le(ty, &reply.ret),
+    };
+    let args = req
+        .args
+        .iter()
+        .zip(&placed)
+        .map(|(spec, p)| match (spec, p) {
+            (_, Some(p)) => {
+                let bytes = reply
+                    .buffers
+                    .get(p.offset..p.offset + p.len * p.ty.size())
+                    .unwrap_or(&[]);
+                ArgOutcome::Buffer(
+                    bytes
+                        .chunks_exact(p.ty.size())
+                        .filter_map(|c| shim::scalar_from_le(p.ty, c))
+                        .collect::<Vec<Scalar>>(),
+                )
+            }
+            (ArgSpec::Scalar(s), None) => ArgOutcome::Scalar(*s),
+            (ArgSpec::Buffer { .. }, None) => ArgOutcome::Buffer(Vec::new()),
+        })
+        .collect();
+    Ok(RunOutcome {
+        target: arch,
+        entry,
+        ret,
+        args,
+        timings: Timings {
+            compile,
+            load,
+            call: Duration::from_nanos(reply.call_ns),
+        },
+    })
+}
