@@ -75,6 +75,31 @@ fn far_call_on(arch: Arch) {
     }
 }
 
+/// ppc64le: the far function has its own TOC, so the stub saves r2 in the caller's frame
+/// and the `nop` after the `bl` became `ld r2,24(r1)`. The caller then reads TOC-relative
+/// data (a `.data` table through its `.toc` entry, a `.rodata` table directly), which is
+/// only right if r2 was restored.
+const FAR_TOC_KERNEL: &str = "
+extern int elfjit_far_add(int);
+int some_global_table[4] = {10, 20, 30, 40};
+static const int lut[4] = {1, 2, 3, 4};
+int k(int x) { int r = elfjit_far_add(x); return r + some_global_table[x & 3] + lut[(x + 1) & 3]; }
+";
+
+#[test]
+fn ppc64le_far_call_restores_the_toc_pointer() {
+    for opt in 0..=3 {
+        let mut req = RunRequest::new(FAR_TOC_KERNEL, Lang::C);
+        req.target = Arch::Ppc64le;
+        req.emulate = true;
+        req.opt_level = opt;
+        req.ret = RetType::I32;
+        req.args = vec![ArgSpec::Scalar(Scalar::I32(6))];
+        let out = run(&req).unwrap_or_else(|e| panic!("ppc64le -O{opt}: {e}"));
+        assert_eq!(out.ret, Some(Scalar::I32(6 + 1000 + 30 + 4)), "-O{opt}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The runner's support library, called for real
 // ---------------------------------------------------------------------------------------
@@ -451,12 +476,12 @@ macro_rules! emulated_arches {
 emulated_arches! {
     enabled: [
         x86_64 => Arch::X86_64,
+        ppc64le => Arch::Ppc64le,
     ]
     disabled: [
         aarch64 => Arch::Aarch64,
         riscv64 => Arch::Riscv64,
         loongarch64 => Arch::Loongarch64,
-        ppc64le => Arch::Ppc64le,
     ]
 }
 
