@@ -477,9 +477,9 @@ emulated_arches! {
     enabled: [
         x86_64 => Arch::X86_64,
         ppc64le => Arch::Ppc64le,
+        aarch64 => Arch::Aarch64,
     ]
     disabled: [
-        aarch64 => Arch::Aarch64,
         riscv64 => Arch::Riscv64,
         loongarch64 => Arch::Loongarch64,
     ]
