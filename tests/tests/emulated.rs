@@ -478,10 +478,10 @@ emulated_arches! {
         x86_64 => Arch::X86_64,
         ppc64le => Arch::Ppc64le,
         aarch64 => Arch::Aarch64,
+        loongarch64 => Arch::Loongarch64,
     ]
     disabled: [
         riscv64 => Arch::Riscv64,
-        loongarch64 => Arch::Loongarch64,
     ]
 }
 
