@@ -113,7 +113,6 @@ impl RelocClass {
         }
     }
     /// The high half of a pair (`got`: its target is the symbol's GOT slot).
-    #[allow(dead_code)] // used by the architectures with pairs (riscv64)
     pub(crate) const fn hi(width: u8, got: bool) -> RelocClass {
         RelocClass {
             got,
@@ -122,7 +121,6 @@ impl RelocClass {
         }
     }
     /// The low half of a pair.
-    #[allow(dead_code)] // used by the architectures with pairs (riscv64)
     pub(crate) const fn lo(width: u8) -> RelocClass {
         RelocClass {
             pair: Pair::Lo,
@@ -152,7 +150,6 @@ impl RelocClass {
 
 /// The inputs of one relocation, as addresses in the target's address space.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // `other` and `hi` serve ppc64le and riscv64
 pub(crate) struct RelocInput {
     pub r_type: u32,
     /// S: the symbol's address.
@@ -177,7 +174,6 @@ pub(crate) struct RelocInput {
 
 /// The high half of a pair, as its low half needs it.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // read by the architectures with pairs (riscv64)
 pub(crate) struct HiInput {
     pub r_type: u32,
     pub s: u64,
@@ -189,7 +185,6 @@ pub(crate) struct HiInput {
 
 /// What a stub needs to know to reach its target.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // not every architecture's stub needs every field
 pub(crate) struct StubInput {
     /// The stub's own address.
     pub address: u64,
@@ -259,7 +254,6 @@ pub(crate) fn check_unsigned(value: i128, bits: u32) -> Result<(), Failure> {
 }
 
 /// `Ok` if `value` is a multiple of `align`, else a misalignment failure.
-#[allow(dead_code)] // used by the fixed-width instruction sets
 pub(crate) fn check_aligned(value: i128, align: u64) -> Result<(), Failure> {
     if crate::bits::is_aligned(value, align) {
         Ok(())
