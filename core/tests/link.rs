@@ -387,3 +387,15 @@ fn huge_or_bogus_sizes_are_rejected_before_any_allocation() {
         Err(Error::Malformed { .. })
     ));
 }
+
+#[test]
+fn writable_code_is_refused() {
+    let object = pic(
+        "__asm__(\".section .wx,\\\"awx\\\",@progbits\\n.byte 0xc3\\n.text\");\n\
+         int k(void) { return 1; }",
+    );
+    let err = Plan::new(&[&object], PAGE).err().unwrap();
+    assert!(matches!(err, Error::UnsupportedSection { .. }), "{err}");
+    assert!(err.to_string().contains("W+X"), "{err}");
+    assert!(err.to_string().contains(".wx"), "{err}");
+}
