@@ -2,6 +2,8 @@
 //! and call it.
 
 pub mod args;
+pub mod batch;
+pub mod cache;
 pub mod clang;
 pub mod demo;
 pub mod emulate;
@@ -11,9 +13,12 @@ pub mod flags;
 pub mod inspect;
 pub mod json;
 pub mod module;
+pub mod parallel;
 pub mod run;
 
 pub use args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
+pub use batch::Batch;
+pub use cache::{Cache, CacheStatus};
 pub use clang::{CompileOptions, Compiler, Lang};
 pub use elfjit_core::Arch;
 pub use error::{Error, Result};
