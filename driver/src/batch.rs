@@ -92,7 +92,12 @@ impl Batch {
     /// `#line 1 "NAME"` marker.
     pub fn source(&self) -> String {
         let mut s = String::with_capacity(
-            self.prelude.len() + self.kernels.iter().map(|(n, k)| n.len() + k.len() + 16).sum::<usize>(),
+            self.prelude.len()
+                + self
+                    .kernels
+                    .iter()
+                    .map(|(n, k)| n.len() + k.len() + 16)
+                    .sum::<usize>(),
         );
         if !self.prelude.is_empty() {
             s.push_str("#line 1 \"prelude\"\n");

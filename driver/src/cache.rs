@@ -8,7 +8,8 @@
 //! ([`Compiler::version`], run once per [`Compiler`]) and, when the flags say
 //! `-march=native`/`-mcpu=native`, a fingerprint of this machine's CPU (the first
 //! processor's block of `/proc/cpuinfo` without its clock lines), so a cache directory
-//! shared between machines never hands one CPU's code to another.
+//! shared between machines never hands one CPU's code to another. A disk cache remembers
+//! the `--version` line per clang executable (see [`Cache::clang_version`]).
 //!
 //! **What is cached.** Object bytes, not loaded images: a hit is a lookup plus
 //! [`crate::Module::load`].
@@ -98,16 +99,9 @@ impl fmt::Display for CacheStatus {
 pub struct CacheKey(pub [u8; 32]);
 
 impl CacheKey {
-    /// The key of compiling `source` with `opts` by `compiler` on `host` (see the module
-    /// documentation for what goes in). Runs `clang --version` the first time a
-    /// [`Compiler`] is asked.
-    pub fn new(
-        compiler: &Compiler,
-        source: &[u8],
-        opts: &CompileOptions,
-        host: HostInfo,
-    ) -> Result<CacheKey> {
-        let version = compiler.version()?;
+    /// The key of compiling `source` with `opts` on `host` by the clang whose
+    /// `--version` line is `version` (see the module documentation for what goes in).
+    pub fn new(source: &[u8], opts: &CompileOptions, host: HostInfo, version: &str) -> CacheKey {
         let args = clang_args(opts, host);
         let mut h = Sha256::new();
         let mut field = |bytes: &[u8]| {
@@ -126,7 +120,7 @@ impl CacheKey {
         if args.iter().any(|a| a.ends_with("=native")) {
             field(cpu_fingerprint());
         }
-        Ok(CacheKey(h.finalize().into()))
+        CacheKey(h.finalize().into())
     }
 
     /// 64 lowercase hex digits.
@@ -157,6 +151,30 @@ fn cpu_fingerprint() -> &'static [u8] {
         }
         Sha256::digest(out.as_bytes()).to_vec()
     })
+}
+
+/// The key under which a clang executable's `--version` line is remembered on disk:
+/// its resolved path, size, modification time and inode.
+fn clang_identity(path: &Path) -> Option<CacheKey> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let meta = std::fs::metadata(&real).ok()?;
+    let mut h = Sha256::new();
+    h.update(b"elfjit clang identity 1\0");
+    h.update(real.as_os_str().as_encoded_bytes());
+    h.update(b"\0");
+    h.update(meta.len().to_le_bytes());
+    if let Ok(m) = meta.modified() {
+        if let Ok(d) = m.duration_since(SystemTime::UNIX_EPOCH) {
+            h.update(d.as_nanos().to_le_bytes());
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        h.update(meta.ino().to_le_bytes());
+        h.update(meta.dev().to_le_bytes());
+    }
+    Some(CacheKey(h.finalize().into()))
 }
 
 /// The on-disk object cache directory: `objects` under the cache directory the emulated
@@ -381,13 +399,65 @@ impl Cache {
         opts: &CompileOptions,
         host: HostInfo,
     ) -> Result<(Vec<u8>, CacheStatus)> {
-        let key = CacheKey::new(compiler, source, opts, host)?;
+        let key = self.key(compiler, source, opts, host)?;
         if let Some(object) = self.get(&key) {
             return Ok((object, CacheStatus::Hit));
         }
         let object = compiler.compile_for_host(source, opts, host)?;
         self.insert(key, &object);
         Ok((object, CacheStatus::Miss))
+    }
+
+    /// The key of compiling `source` with `opts` on `host` by `compiler`.
+    pub fn key(
+        &self,
+        compiler: &Compiler,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+    ) -> Result<CacheKey> {
+        Ok(CacheKey::new(
+            source,
+            opts,
+            host,
+            &self.clang_version(compiler)?,
+        ))
+    }
+
+    /// `compiler`'s `--version` line. In memory only, [`Compiler::version`] (run once per
+    /// [`Compiler`]). With a directory, remembered there (and in this process) under the
+    /// identity of the clang executable: its resolved path, size, modification time and
+    /// inode, as ccache's default compiler check does; so a new process (each
+    /// `elfjit run --cache`) does not pay a `clang --version` run (tens of milliseconds)
+    /// on a hit. Replacing the clang binary changes the identity.
+    pub fn clang_version(&self, compiler: &Compiler) -> Result<String> {
+        let Some(disk) = &self.disk else {
+            return compiler.version();
+        };
+        let Some(id) = clang_identity(compiler.path()) else {
+            return compiler.version();
+        };
+        static SEEN: OnceLock<Mutex<HashMap<CacheKey, String>>> = OnceLock::new();
+        let seen = SEEN.get_or_init(Default::default);
+        if let Some(v) = seen.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
+            return Ok(v.clone());
+        }
+        let version = match disk
+            .read(&id)
+            .and_then(|b| String::from_utf8(b).ok())
+            .filter(|v| !v.is_empty())
+        {
+            Some(v) => v,
+            None => {
+                let v = compiler.version()?;
+                disk.write(&id, v.as_bytes());
+                v
+            }
+        };
+        seen.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, version.clone());
+        Ok(version)
     }
 
     /// The object stored under `key`: from memory, else from disk (a valid entry is then
@@ -508,8 +578,8 @@ impl Disk {
             UNIQUE.fetch_add(1, Ordering::Relaxed),
             &key.hex()[..16]
         ));
-        let written = std::fs::write(&temp, &entry)
-            .and_then(|()| std::fs::rename(&temp, self.path(key)));
+        let written =
+            std::fs::write(&temp, &entry).and_then(|()| std::fs::rename(&temp, self.path(key)));
         if written.is_err() {
             let _ = std::fs::remove_file(&temp);
             return;
@@ -543,7 +613,11 @@ impl Disk {
             .filter(|e| is_entry_name(&e.file_name().to_string_lossy()))
             .filter_map(|e| {
                 let m = e.metadata().ok()?;
-                Some((e.path(), m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+                Some((
+                    e.path(),
+                    m.len(),
+                    m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                ))
             })
             .collect()
     }

@@ -48,14 +48,16 @@ pub fn compile_all(
     jobs: &[Job<'_>],
     options: &ParallelOptions<'_>,
 ) -> Vec<Result<(Vec<u8>, CacheStatus)>> {
-    map_parallel(jobs, worker_count(options, jobs.len()), |job| {
-        match options.cache {
+    map_parallel(
+        jobs,
+        worker_count(options, jobs.len()),
+        |job| match options.cache {
             Some(cache) => cache.compile(compiler, job.source, job.opts),
             None => compiler
                 .compile(job.source, job.opts)
                 .map(|o| (o, CacheStatus::Miss)),
-        }
-    })
+        },
+    )
 }
 
 /// Compiles `sources`, all with the same options, several at a time; element `i` is

@@ -4,6 +4,7 @@
 //! lay out the `--arg` buffers → call through libffi → read the buffers back.
 
 use crate::args::{ArgOutcome, ArgSpec, Buffer, RetType, Scalar};
+use crate::cache::{Cache, CacheStatus};
 use crate::clang::{CompileOptions, Compiler, Lang};
 use crate::emulate;
 use crate::error::{Error, Result};
@@ -88,9 +89,18 @@ fn micros(d: Duration) -> f64 {
 impl RunOutcome {
     /// The `elfjit run --json` object (one line, no trailing newline).
     pub fn to_json(&self) -> String {
+        self.to_json_with_cache(None)
+    }
+
+    /// [`RunOutcome::to_json`] with, for a run through a compile cache, a `"cache":
+    /// "hit"|"miss"` field after `"args"` (`None` gives exactly [`RunOutcome::to_json`]).
+    pub fn to_json_with_cache(&self, cache: Option<CacheStatus>) -> String {
         let args: Vec<String> = self.args.iter().map(json::arg_outcome).collect();
+        let cache = cache.map_or_else(String::new, |c| {
+            format!(", \"cache\": {}", json::string(c.name()))
+        });
         format!(
-            "{{\"target\": {}, \"entry\": {}, \"return\": {}, \"args\": [{}], \"timings_us\": {{\"compile\": {}, \"load\": {}, \"call\": {}}}}}",
+            "{{\"target\": {}, \"entry\": {}, \"return\": {}, \"args\": [{}]{cache}, \"timings_us\": {{\"compile\": {}, \"load\": {}, \"call\": {}}}}}",
             json::string(self.target.name()),
             json::string(&self.entry),
             self.ret.map_or_else(|| "null".to_string(), json::scalar),
@@ -158,6 +168,26 @@ pub fn run(req: &RunRequest) -> Result<RunOutcome> {
 /// emulation is asked for), otherwise through the emulated runner
 /// ([`crate::emulate::run_emulated`]).
 pub fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
+    run_inner(compiler, None, req).map(|(outcome, _)| outcome)
+}
+
+/// [`run_with`] taking the object from `cache` when it has it (native and emulated runs
+/// alike: the key includes the target and flags). On a hit, `timings.compile` is the
+/// lookup time.
+pub fn run_cached(
+    compiler: &Compiler,
+    cache: &Cache,
+    req: &RunRequest,
+) -> Result<(RunOutcome, CacheStatus)> {
+    let (outcome, status) = run_inner(compiler, Some(cache), req)?;
+    Ok((outcome, status.unwrap_or(CacheStatus::Miss)))
+}
+
+fn run_inner(
+    compiler: &Compiler,
+    cache: Option<&Cache>,
+    req: &RunRequest,
+) -> Result<(RunOutcome, Option<CacheStatus>)> {
     let host = HostInfo::current();
     let emulated = req.emulate || emulate::forced_by_env() || host.arch != Some(req.target);
     let mut opts = CompileOptions::new(req.lang, req.target);
@@ -169,14 +199,24 @@ pub fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
     };
 
     let t = Instant::now();
-    let object = compiler.compile_for_host(&req.source, &opts, flags_host)?;
+    let (object, status) = match cache {
+        Some(c) => {
+            let (o, s) = c.compile_for_host(compiler, &req.source, &opts, flags_host)?;
+            (o, Some(s))
+        }
+        None => (
+            compiler.compile_for_host(&req.source, &opts, flags_host)?,
+            None,
+        ),
+    };
     let compile = t.elapsed();
 
-    if emulated {
+    let outcome = if emulated {
         emulate::run_emulated(compiler, req, &object, compile)
     } else {
         run_native(req, &object, compile)
-    }
+    }?;
+    Ok((outcome, status))
 }
 
 /// Picks the function to call: the named one, or the only global function.
@@ -322,6 +362,14 @@ mod tests {
         };
         let v: serde_json::Value = serde_json::from_str(&void.to_json()).unwrap();
         assert!(v["return"].is_null());
+        assert!(v.get("cache").is_none());
+        assert_eq!(void.to_json_with_cache(None), void.to_json());
+        for status in [CacheStatus::Hit, CacheStatus::Miss] {
+            let v: serde_json::Value =
+                serde_json::from_str(&void.to_json_with_cache(Some(status))).unwrap();
+            assert_eq!(v["cache"], status.name());
+            assert!(v["timings_us"]["compile"].is_number());
+        }
         assert!(void.summary().contains("return  void"));
     }
 

@@ -1,9 +1,10 @@
 //! The `elfjit` command-line tool: `run`, `demo`, `inspect`.
 
 use elfjit::args::{ArgSpec, RetType};
+use elfjit::cache::{self, Cache};
 use elfjit::clang::{CompileOptions, Compiler, Lang};
 use elfjit::flags::HostInfo;
-use elfjit::run::{run_with, RunRequest};
+use elfjit::run::{run_cached, run_with, RunRequest};
 use elfjit::{Arch, Error};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -18,13 +19,14 @@ usage:
   elfjit inspect FILE [--target ARCH] describe how an object (.o, or .c/.ll compiled
                                       for ARCH) would be laid out and relocated
   elfjit help | --help                this text (`elfjit run --help` for run's options)
+  elfjit cache clear                  remove the compile cache's objects (`run --cache`)
   elfjit --version                    versions of elfjit and the clang it would use
 
 clang: $ELFJIT_CLANG if set, else `clang` in PATH, else the newest `clang-NN` in PATH.
 ";
 
 const RUN_USAGE: &str = "\
-elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--emulate] [--ret TYPE] [--arg SPEC]... [--json]
+elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--emulate] [--ret TYPE] [--arg SPEC]... [--cache] [--json]
   FILE        .c (C), .ll (LLVM IR), or '-' for stdin (then --lang is required)
   --entry     default: the object's only global function; several -> error listing them
   --target    x86_64 | aarch64 | riscv64 | loongarch64 | ppc64le; default: the host.
@@ -43,6 +45,10 @@ elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--emulate] [--ret 
               to 64-byte-aligned memory
   -O0..-O3, --opt-level N
               clang optimisation level (default 2)
+  --cache     take the object from the on-disk compile cache, or compile and store it
+              ($ELFJIT_CACHE_DIR/objects, else ~/.cache/elfjit/objects; keyed by source,
+              language, flags, target and clang version); --json then adds
+              \"cache\": \"hit\"|\"miss\", and a hit's compile time is the lookup
   --json      exactly one JSON object on stdout:
               {\"target\": \"...\", \"entry\": \"...\", \"return\": <number>|null,
                \"args\": [<scalar as given> | [<buffer values after the call>], ...],
@@ -126,6 +132,7 @@ fn dispatch(args: &[String]) -> Result<(), Failure> {
         "run" => cmd_run(rest),
         "demo" => cmd_demo(rest),
         "inspect" => cmd_inspect(rest),
+        "cache" => cmd_cache(rest),
         other => Err(usage(format!("unknown command `{other}`"))),
     }
 }
@@ -218,6 +225,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
     let mut json = false;
     let mut emulate = false;
     let mut opt_level = 2u8;
+    let mut use_cache = false;
 
     let mut cur = Cursor { args, pos: 0 };
     while let Some(a) = cur.next() {
@@ -229,6 +237,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
             "--help" | "-h" => return out(RUN_USAGE),
             "--json" => json = true,
             "--emulate" => emulate = true,
+            "--cache" => use_cache = true,
             "--lang" => lang = Some(parse_lang(cur.value(flag, inline)?)?),
             "--entry" => entry = Some(cur.value(flag, inline)?.to_string()),
             "--target" => target = Some(parse_target(cur.value(flag, inline)?)?),
@@ -276,11 +285,47 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
     req.opt_level = opt_level;
     req.emulate = emulate;
     let compiler = Compiler::find()?;
-    let outcome = run_with(&compiler, &req)?;
-    if json {
-        out(&format!("{}\n", outcome.to_json()))
+    let (outcome, status) = if use_cache {
+        let (o, s) = run_cached(&compiler, &Cache::from_env(), &req)?;
+        (o, Some(s))
     } else {
-        out(&format!("{}\n", outcome.summary()))
+        (run_with(&compiler, &req)?, None)
+    };
+    if json {
+        out(&format!("{}\n", outcome.to_json_with_cache(status)))
+    } else {
+        let cache_line = status.map_or_else(String::new, |s| format!("\n  cache   {s}"));
+        out(&format!("{}{cache_line}\n", outcome.summary()))
+    }
+}
+
+const CACHE_USAGE: &str = "\
+elfjit cache clear    remove every compiled object from the on-disk compile cache
+                      ($ELFJIT_CACHE_DIR/objects, else $XDG_CACHE_HOME/elfjit/objects,
+                      else ~/.cache/elfjit/objects) and say how many and how large; the
+                      emulated runners cached beside it are kept
+elfjit cache dir      print that directory
+";
+
+fn cmd_cache(args: &[String]) -> Result<(), Failure> {
+    match args {
+        [] => Err(usage("cache needs a subcommand: clear or dir")),
+        [h] if h == "--help" || h == "-h" || h == "help" => out(CACHE_USAGE),
+        [c] if c == "clear" => {
+            let dir = cache::default_dir();
+            let cleared = cache::clear_dir(&dir)?;
+            out(&format!(
+                "removed {} cached object{} ({} bytes) from {}\n",
+                cleared.files,
+                if cleared.files == 1 { "" } else { "s" },
+                cleared.bytes,
+                dir.display()
+            ))
+        }
+        [d] if d == "dir" => out(&format!("{}\n", cache::default_dir().display())),
+        [other, ..] => Err(usage(format!(
+            "unknown cache command `{other}` (expected clear or dir)"
+        ))),
     }
 }
 
