@@ -133,7 +133,9 @@ fn parallel_compile_with_one_broken_kernel() {
         assert_eq!(results.len(), sources.len());
         for (i, r) in results.iter().enumerate() {
             if i == 4 {
-                let e = r.as_ref().err().expect("the broken kernel compiled");
+                let Err(e) = r else {
+                    panic!("the broken kernel compiled")
+                };
                 assert!(matches!(e, Error::ClangFailed { .. }), "{e}");
                 assert!(e.to_string().contains("expected expression"), "{e}");
                 continue;
