@@ -7,6 +7,8 @@
 //!   the file);
 //! - `batch/N` for N = 1, 8, 64: N kernels compiled by one clang run and loaded as one
 //!   image (throughput in kernels: divide the time by N for the per-kernel cost);
+//!   `batch/64 split over the cores`: the same 64 in one translation unit per core,
+//!   compiled at once and linked into one image ([`Batch::build_split`]);
 //! - `parallel16/serial` vs `parallel16/parallel`: 16 kernels, one clang run each, one at
 //!   a time vs on every core ([`elfjit::parallel::compile_sources`]).
 //!
@@ -114,6 +116,15 @@ fn batches(c: &mut Criterion) {
                 m
             })
         });
+        if n == 64 {
+            group.bench_function("64 split over the cores", |b| {
+                b.iter_with_large_drop(|| {
+                    let m = batch.build_split(&clang, &o, None).unwrap();
+                    black_box(m.symbol("k63").unwrap());
+                    m
+                })
+            });
+        }
     }
     group.finish();
 }

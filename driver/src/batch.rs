@@ -28,6 +28,8 @@ use crate::cache::{Cache, CacheStatus};
 use crate::clang::{CompileOptions, Compiler, Lang};
 use crate::error::{Error, Result};
 use crate::module::Module;
+use crate::parallel::{compile_sources, worker_count, ParallelOptions};
+use std::num::NonZeroUsize;
 
 /// C kernels to compile as one translation unit. Each has a name: the function it
 /// defines, which callers look up in the loaded [`Module`].
@@ -149,7 +151,58 @@ impl Batch {
     /// Links a batch object (from [`Batch::compile`]) into memory and checks that every
     /// kernel's function is there: then `module.symbol(name)` finds each.
     pub fn load(&self, object: &[u8]) -> Result<Module> {
-        let module = Module::load(object)?;
+        self.check_loaded(Module::load(object)?)
+    }
+
+    /// Compile and load: one clang run, one image.
+    pub fn build(&self, compiler: &Compiler, opts: &CompileOptions) -> Result<Module> {
+        self.load(&self.compile(compiler, opts)?)
+    }
+
+    /// Compile and load with one clang run per core: the kernels are split, in order,
+    /// into `parts` translation units (by default one per core, see
+    /// [`crate::parallel::worker_count`]), each with the prelude, compiled at the same time
+    /// and linked into **one** image, every kernel callable by name as with
+    /// [`Batch::build`].
+    ///
+    /// One clang run costs about as much per kernel whatever runs beside it, so a large
+    /// batch is bounded by the compile work of its kernels; splitting it spreads that work
+    /// over the cores. A batch that compiles as one translation unit also compiles split
+    /// (the parts are subsets of it); the reverse is not checked: two parts may define the
+    /// same external name, which [`Batch::build`] would report as a redefinition.
+    pub fn build_split(
+        &self,
+        compiler: &Compiler,
+        opts: &CompileOptions,
+        parts: Option<NonZeroUsize>,
+    ) -> Result<Module> {
+        self.check(opts)?;
+        let options = ParallelOptions {
+            workers: parts,
+            cache: None,
+        };
+        let parts = worker_count(&options, self.kernels.len());
+        let per_part = self.kernels.len().div_ceil(parts);
+        let sources: Vec<String> = self
+            .kernels
+            .chunks(per_part)
+            .map(|chunk| {
+                Batch {
+                    prelude: self.prelude.clone(),
+                    kernels: chunk.to_vec(),
+                }
+                .source()
+            })
+            .collect();
+        let objects = compile_sources(compiler, &sources, opts, NonZeroUsize::new(parts))
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&[u8]> = objects.iter().map(Vec::as_slice).collect();
+        self.check_loaded(Module::load_objects(&refs, &mut |_| None)?)
+    }
+
+    /// `module`, if every kernel's function is in it.
+    fn check_loaded(&self, module: Module) -> Result<Module> {
         for (name, _) in &self.kernels {
             if !module.functions().iter().any(|f| f == name) {
                 return Err(Error::UnknownEntry {
@@ -159,11 +212,6 @@ impl Batch {
             }
         }
         Ok(module)
-    }
-
-    /// Compile and load: one clang run, one image.
-    pub fn build(&self, compiler: &Compiler, opts: &CompileOptions) -> Result<Module> {
-        self.load(&self.compile(compiler, opts)?)
     }
 }
 

@@ -176,3 +176,28 @@ fn parallel_compile_through_a_cache() {
         assert_eq!(call(&m, &format!("k{k}")).0, 28.0 * (k + 1) as f32);
     }
 }
+
+#[test]
+fn a_split_batch_is_one_image_with_every_kernel() {
+    let c = compiler();
+    let mut batch = Batch::new().prelude("static inline float twice(float x) { return 2 * x; }");
+    for i in 0..13 {
+        batch.add(format!("k{i}"), kernel(i)).unwrap();
+    }
+    for parts in [1, 2, 3, 13, 64] {
+        let module = batch
+            .build_split(&c, &opts(), std::num::NonZeroUsize::new(parts))
+            .unwrap();
+        assert_eq!(module.functions().len(), 13, "{parts} parts");
+        for i in 0..13 {
+            let (s, _) = call(&module, &format!("k{i}"));
+            assert_eq!(s, 28.0 * (i + 1) as f32, "k{i} with {parts} parts");
+        }
+    }
+    // An error in one part is the batch's error, naming the kernel.
+    batch
+        .add("broken", "float broken(void) { return nope; }")
+        .unwrap();
+    let err = batch.build_split(&c, &opts(), None).err().unwrap();
+    assert!(err.to_string().contains("broken"), "{err}");
+}
