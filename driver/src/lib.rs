@@ -8,6 +8,8 @@ pub mod clang;
 pub mod demo;
 pub mod emulate;
 pub mod error;
+#[cfg(feature = "dlopen-fallback")]
+pub mod fallback;
 pub mod ffi;
 pub mod flags;
 pub mod inspect;

@@ -1,5 +1,8 @@
 //! A loaded image: object bytes linked into fresh memory in this process, callable by
 //! symbol name. The memory belongs to the [`Module`] and is unmapped when it is dropped.
+//!
+//! With the `dlopen-fallback` feature the same API links the objects into a shared
+//! library with `clang -shared` and opens it with `dlopen` instead (see [`crate::fallback`]).
 
 use crate::error::{Error, Result};
 use elfjit_core::{Arch, Plan, SymbolResolver};
@@ -10,13 +13,24 @@ use std::collections::HashMap;
 pub struct Module {
     arch: Arch,
     // Kept alive for the addresses below; dropping it unmaps the image.
-    memory: MmapBackend,
+    memory: Backing,
     symbols: HashMap<String, u64>,
     functions: Vec<String>,
 }
 
+/// What holds a module's code and data.
+enum Backing {
+    /// The in-memory loader's mapping.
+    #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+    Mapped(MmapBackend),
+    /// A shared library opened with dlopen, and its address range.
+    #[cfg(feature = "dlopen-fallback")]
+    Library(#[allow(dead_code)] libloading::Library, (usize, usize)),
+}
+
 /// Resolution order for a module's undefined symbols: the caller's table first, then the
 /// process (dlsym, libm, compiler-rt helpers).
+#[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
 struct Chain<'r> {
     first: &'r mut dyn FnMut(&str) -> Option<u64>,
 }
@@ -46,7 +60,8 @@ impl Module {
         let host = Arch::from_name(std::env::consts::ARCH).ok_or_else(|| {
             Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH))
         })?;
-        let mut memory = MmapBackend::new();
+        let memory = MmapBackend::new();
+        #[cfg_attr(feature = "dlopen-fallback", allow(unused_mut))]
         let mut plan = Plan::new(objects, elfjit_core::MemoryBackend::page_size(&memory))?;
         if plan.arch() != host {
             return Err(Error::Unsupported(format!(
@@ -55,6 +70,28 @@ impl Module {
                 plan.arch()
             )));
         }
+        #[cfg(feature = "dlopen-fallback")]
+        {
+            let loaded = crate::fallback::load(&plan, host, objects, resolver)?;
+            Ok(Module {
+                arch: host,
+                memory: Backing::Library(loaded.library, loaded.region),
+                symbols: loaded.symbols,
+                functions: loaded.functions,
+            })
+        }
+        #[cfg(not(feature = "dlopen-fallback"))]
+        Module::link_in_memory(host, &mut plan, memory, resolver)
+    }
+
+    /// The in-memory loader: `plan` linked into `memory`.
+    #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+    fn link_in_memory(
+        host: Arch,
+        plan: &mut Plan<'_>,
+        mut memory: MmapBackend,
+        resolver: &mut dyn FnMut(&str) -> Option<u64>,
+    ) -> Result<Module> {
         let image = plan.link(&mut memory, &mut Chain { first: resolver })?;
         let mut symbols = HashMap::new();
         let mut functions = Vec::new();
@@ -69,7 +106,7 @@ impl Module {
         }
         Ok(Module {
             arch: host,
-            memory,
+            memory: Backing::Mapped(memory),
             symbols,
             functions,
         })
@@ -92,6 +129,10 @@ impl Module {
 
     /// The mapping's address and length.
     pub fn region(&self) -> (usize, usize) {
-        self.memory.region().unwrap_or((0, 0))
+        match &self.memory {
+            Backing::Mapped(memory) => memory.region().unwrap_or((0, 0)),
+            #[cfg(feature = "dlopen-fallback")]
+            Backing::Library(_, region) => *region,
+        }
     }
 }
