@@ -195,18 +195,67 @@ fn unsupported(object: &Object<'_>, index: usize, what: &'static str) -> Error {
 impl<'a> Plan<'a> {
     /// Plans one image from `objects` (all of one architecture), with segments aligned to
     /// `page_size` (a power of two, the target's page size).
+    ///
+    /// A plan is large (its tables have fixed capacities, about 200 KB); returning one by
+    /// value copies it. Callers on a hot path build it in place instead:
+    /// [`Plan::empty`] then [`Plan::replan`].
     pub fn new(objects: &[&'a [u8]], page_size: u64) -> Result<Plan<'a>> {
+        let mut plan = Plan::empty();
+        plan.replan(objects, page_size)?;
+        Ok(plan)
+    }
+
+    /// A plan of nothing, to be filled in place by [`Plan::replan`]. Cheap: only the
+    /// tables' lengths are written.
+    pub const fn empty() -> Plan<'a> {
+        const NO_SEGMENT: Segment = Segment {
+            offset: 0,
+            size: 0,
+            mapped: 0,
+        };
+        Plan {
+            arch: Arch::X86_64,
+            page_size: 0,
+            objects: Vec::new(),
+            sections: Vec::new(),
+            symbols: Vec::new(),
+            segments: [NO_SEGMENT; 3],
+            got_offset: 0,
+            got_slots: 0,
+            stub_offset: 0,
+            stubs: 0,
+            image_size: 0,
+            relocations: 0,
+            his: Vec::new(),
+            lo_links: Vec::new(),
+        }
+    }
+
+    /// Plans `objects` into this value, as [`Plan::new`] does, replacing whatever it held.
+    /// On an error the plan is left empty or partly filled and must not be linked.
+    pub fn replan(&mut self, objects: &[&'a [u8]], page_size: u64) -> Result<()> {
+        self.objects.clear();
+        self.sections.clear();
+        self.symbols.clear();
+        self.his.clear();
+        self.lo_links.clear();
+        self.segments = [Segment::default(); 3];
+        self.got_offset = 0;
+        self.got_slots = 0;
+        self.stub_offset = 0;
+        self.stubs = 0;
+        self.image_size = 0;
+        self.relocations = 0;
         if !page_size.is_power_of_two() || page_size > MAX_IMAGE_SIZE {
             return Err(Error::NotSupported {
                 what: "page size",
                 value: page_size,
             });
         }
-        let mut parsed: Vec<ObjectEntry<'a>, MAX_OBJECTS> = Vec::new();
         let (mut section_base, mut symbol_base) = (0u32, 0u32);
         for bytes in objects {
             let object = Object::parse(bytes)?;
-            parsed
+            self.objects
                 .push(ObjectEntry {
                     object,
                     section_base,
@@ -219,44 +268,30 @@ impl<'a> Plan<'a> {
             section_base = section_base.saturating_add(object.section_count() as u32);
             symbol_base = symbol_base.saturating_add(object.symbol_count() as u32);
         }
-        let first = parsed.first().ok_or(Error::NotSupported {
+        let first = self.objects.first().ok_or(Error::NotSupported {
             what: "empty object list",
             value: 0,
         })?;
         let arch = first.object.arch();
-        if let Some(other) = parsed.iter().find(|o| o.object.arch() != arch) {
+        if let Some(other) = self.objects.iter().find(|o| o.object.arch() != arch) {
             return Err(Error::MixedArchitectures {
                 first: arch,
                 other: other.object.arch(),
             });
         }
-        for entry in parsed.iter() {
+        for entry in self.objects.iter() {
             arch::check_flags(arch, entry.object.flags())?;
         }
-
-        let mut plan = Plan {
-            arch,
-            page_size,
-            objects: parsed,
-            sections: Vec::new(),
-            symbols: Vec::new(),
-            segments: [Segment::default(); 3],
-            got_offset: 0,
-            got_slots: 0,
-            stub_offset: 0,
-            stubs: 0,
-            image_size: 0,
-            relocations: 0,
-            his: Vec::new(),
-            lo_links: Vec::new(),
-        };
+        self.arch = arch;
+        self.page_size = page_size;
+        let plan = self;
         // Segment-relative ends while sections are placed; turned into image offsets last.
         let mut ends = [0u64; 3];
         plan.place_sections(&mut ends)?;
         plan.collect_symbols(&mut ends)?;
         plan.scan_relocations()?;
         plan.finish_layout(&mut ends)?;
-        Ok(plan)
+        Ok(())
     }
 
     fn place_sections(&mut self, ends: &mut [u64; 3]) -> Result<()> {

@@ -399,3 +399,35 @@ fn writable_code_is_refused() {
     assert!(err.to_string().contains("W+X"), "{err}");
     assert!(err.to_string().contains(".wx"), "{err}");
 }
+
+/// A plan refilled in place (`Plan::replan`, after another object and after an error)
+/// links exactly like a fresh `Plan::new`.
+#[test]
+fn replanned_in_place_links_like_a_fresh_plan() {
+    let a = pic(
+        "extern int ext(int); static const int t[4] = {1, 2, 3, 4}; int g;\n\
+                 int f(int x) { g += x; return ext(x) + t[x & 3]; }",
+    );
+    let b = pic("int other(int x) { return x * 3; } int h[100];");
+    let resolve = |name: &[u8]| (name == b"ext").then_some(0x7f00_1234_0000u64);
+    let fresh = link_at(&[&a], 0x7f00_0000_0000, &mut { resolve }).unwrap();
+
+    let mut plan = Plan::empty();
+    plan.replan(&[&b], PAGE).unwrap();
+    assert!(plan
+        .replan(&[b"not an ELF object".as_slice()], PAGE)
+        .is_err());
+    plan.replan(&[&a], PAGE).unwrap();
+    assert_eq!((plan.stubs(), plan.got()), (fresh.2, fresh.3));
+    let mut buf = vec![0x55u8; plan.image_size() as usize];
+    let mut backend = SliceBackend::new(&mut buf, 0x7f00_0000_0000, PAGE);
+    let mut records = Vec::new();
+    plan.link_observed(
+        &mut backend,
+        &mut { resolve },
+        &mut |r: &elfjit_core::RelocRecord| records.push(*r),
+    )
+    .unwrap();
+    assert_eq!(buf, fresh.0);
+    assert_eq!(records.len(), fresh.1.len());
+}
