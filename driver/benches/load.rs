@@ -10,6 +10,8 @@
 //! - `call/*`: one call through the prepared libffi interface vs a direct typed call.
 //!
 //! `cargo bench -p elfjit --bench load`; the README's table is made from its output.
+//! With `--features dlopen-fallback`, `Module::load` (and so `load_*/Module::load` and
+//! `end_to_end/... Module::load ...`) is the fallback path: `clang -shared` + dlopen.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use elfjit::args::{RetType, Scalar, ScalarType};
@@ -177,6 +179,13 @@ fn dlopen_call(path: &CString, symbol: &CString) {
     }
 }
 
+/// Which path `Module::load` takes in this build, for benchmark names.
+const LOAD_PATH: &str = if cfg!(feature = "dlopen-fallback") {
+    "dlopen-fallback (clang -shared + dlopen)"
+} else {
+    "in-memory"
+};
+
 fn bench_load(c: &mut Criterion) {
     let small = compile(SMALL);
     let large = compile(&large_source());
@@ -187,7 +196,10 @@ fn bench_load(c: &mut Criterion) {
         group.bench_function("floor (mmap+copy+mprotect+munmap)", |b| {
             b.iter(|| floor(size, &segs, object))
         });
-        group.bench_function("elfjit Module::load + drop", |b| {
+        if cfg!(feature = "dlopen-fallback") {
+            group.sample_size(20);
+        }
+        group.bench_function(format!("Module::load + drop, {LOAD_PATH}"), |b| {
             b.iter(|| drop(black_box(Module::load(object).expect("load"))))
         });
         group.finish();
@@ -219,7 +231,7 @@ fn bench_load(c: &mut Criterion) {
 
 fn bench_relocate(c: &mut Criterion) {
     let object = compile(&many_relocations_source());
-    let plan = Plan::new(&[&object], 4096).expect("plan");
+    let mut plan = Plan::new(&[&object], 4096).expect("plan");
     let relocations = plan.relocation_count();
     assert!(relocations >= 10_000, "{relocations} relocations");
     let mut buffer = vec![0u8; plan.image_size() as usize];
@@ -228,8 +240,9 @@ fn bench_relocate(c: &mut Criterion) {
     group.bench_function(
         format!("plan+link {relocations} relocations into a buffer"),
         |b| {
+            // Planned in place each time, as Module::load does.
             b.iter(|| {
-                let mut plan = Plan::new(&[&object], 4096).expect("plan");
+                plan.replan(&[&object], 4096).expect("plan");
                 let mut backend = SliceBackend::new(&mut buffer, 0x7f00_0000_0000, 4096);
                 let image = plan
                     .link(&mut backend, &mut elfjit_core::NoSymbols)
@@ -246,18 +259,21 @@ fn bench_end_to_end(c: &mut Criterion) {
     let dir = scratch();
     let mut group = c.benchmark_group("end_to_end");
     group.sample_size(20);
-    group.bench_function("clang -c | elfjit load | first call", |b| {
-        b.iter(|| {
-            let object = compiler
-                .compile(SMALL.as_bytes(), &CompileOptions::new(Lang::C, host()))
-                .expect("compile");
-            let module = Module::load(&object).expect("load");
-            // SAFETY: matches `float kernel(float *, const float *, int)`.
-            let f: extern "C" fn(*mut f32, *const f32, i32) -> f32 =
-                unsafe { std::mem::transmute(module.symbol("kernel").expect("kernel")) };
-            black_box(f(std::ptr::null_mut(), std::ptr::null(), 0));
-        })
-    });
+    group.bench_function(
+        format!("clang -c | Module::load, {LOAD_PATH} | first call"),
+        |b| {
+            b.iter(|| {
+                let object = compiler
+                    .compile(SMALL.as_bytes(), &CompileOptions::new(Lang::C, host()))
+                    .expect("compile");
+                let module = Module::load(&object).expect("load");
+                // SAFETY: matches `float kernel(float *, const float *, int)`.
+                let f: extern "C" fn(*mut f32, *const f32, i32) -> f32 =
+                    unsafe { std::mem::transmute(module.symbol("kernel").expect("kernel")) };
+                black_box(f(std::ptr::null_mut(), std::ptr::null(), 0));
+            })
+        },
+    );
     group.bench_function("clang -c only", |b| {
         b.iter(|| {
             black_box(
