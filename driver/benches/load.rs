@@ -88,8 +88,9 @@ fn many_relocations_source() -> String {
     s
 }
 
-/// The segment sizes a link of `object` maps, for the floor baseline.
-fn segments(object: &[u8]) -> (usize, Vec<(usize, usize, i32)>) {
+/// The image size and, per non-empty segment, (offset, bytes used, bytes mapped,
+/// protection) of a link of `object`, for the floor baseline.
+fn segments(object: &[u8]) -> (usize, Vec<(usize, usize, usize, i32)>) {
     let plan = Plan::new(&[object], 4096).expect("plan");
     let mut out = Vec::new();
     for kind in SegmentKind::ALL {
@@ -100,16 +101,18 @@ fn segments(object: &[u8]) -> (usize, Vec<(usize, usize, i32)>) {
                 SegmentKind::ReadOnly => libc::PROT_READ,
                 SegmentKind::Data => libc::PROT_READ | libc::PROT_WRITE,
             };
-            out.push((s.offset as usize, s.mapped as usize, prot));
+            out.push((s.offset as usize, s.size as usize, s.mapped as usize, prot));
         }
     }
     (plan.image_size() as usize, out)
 }
 
-/// The floor: what any in-memory loader must do for this image.
-fn floor(size: usize, segments: &[(usize, usize, i32)], bytes: &[u8]) {
-    // SAFETY: a fresh private anonymous mapping, written within its length, protected
-    // within its length, then unmapped; nothing else refers to it.
+/// The floor: what any in-memory loader must do for this image — map it, write every
+/// byte the image uses (so the same pages are touched), protect each segment, unmap.
+fn floor(size: usize, segments: &[(usize, usize, usize, i32)], image: &[u8]) {
+    // SAFETY: a fresh private anonymous mapping, written within each segment's range
+    // (inside its length), protected within its length, then unmapped; nothing else
+    // refers to it.
     unsafe {
         let p = libc::mmap(
             std::ptr::null_mut(),
@@ -120,10 +123,16 @@ fn floor(size: usize, segments: &[(usize, usize, i32)], bytes: &[u8]) {
             0,
         );
         assert_ne!(p, libc::MAP_FAILED);
-        let n = bytes.len().min(size);
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), n);
-        for &(offset, len, prot) in segments {
-            libc::mprotect(p.cast::<u8>().add(offset).cast(), len, prot);
+        for &(offset, used, _, _) in segments {
+            let n = used.min(image.len().saturating_sub(offset));
+            std::ptr::copy_nonoverlapping(
+                image.as_ptr().add(offset),
+                p.cast::<u8>().add(offset),
+                n,
+            );
+        }
+        for &(offset, _, mapped, prot) in segments {
+            libc::mprotect(p.cast::<u8>().add(offset).cast(), mapped, prot);
         }
         libc::munmap(p, size);
     }
@@ -192,9 +201,11 @@ fn bench_load(c: &mut Criterion) {
     Module::load(&small).expect("warm up: dlsym, libm");
     for (name, object) in [("small", &small), ("large", &large)] {
         let (size, segs) = segments(object);
+        // The bytes the floor copies: an image's worth.
+        let image = vec![0xa5u8; size];
         let mut group = c.benchmark_group(format!("load_{name}"));
         group.bench_function("floor (mmap+copy+mprotect+munmap)", |b| {
-            b.iter(|| floor(size, &segs, object))
+            b.iter(|| floor(size, &segs, &image))
         });
         if cfg!(feature = "dlopen-fallback") {
             group.sample_size(20);
