@@ -53,20 +53,24 @@ builtin_table!(
 );
 
 /// Helpers Rust's runtime lacks, written here.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn extra() -> Vec<(&'static str, usize)> {
-    let mut t: Vec<(&'static str, usize)> = Vec::new();
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    {
-        t.push((
+    vec![
+        (
             "__truncsfbf2",
             bf16::truncsfbf2 as extern "C" fn(f32) -> f32 as usize,
-        ));
-        t.push((
+        ),
+        (
             "__truncdfbf2",
             bf16::truncdfbf2 as extern "C" fn(f64) -> f32 as usize,
-        ));
-    }
-    t
+        ),
+    ]
+}
+
+/// Helpers Rust's runtime lacks: none written for this architecture.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn extra() -> Vec<(&'static str, usize)> {
+    Vec::new()
 }
 
 /// `__bf16` results of `__truncsfbf2`/`__truncdfbf2`. On x86_64 and aarch64 a `__bf16` is

@@ -4,54 +4,11 @@
 //! then in integer registers, then on the stack; small float structs flattened into FP
 //! registers). Runs natively on x86_64 and under qemu-user for the cross targets.
 
-use elfjit_core::{Arch, Plan};
+use elfjit_core::Plan;
 use elfjit_os::{MmapBackend, ProcessResolver};
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
-
-/// The bare-metal triple and the CPU/ABI flags elfjit's driver uses for this architecture.
-fn target_flags() -> Vec<&'static str> {
-    match Arch::host().expect("a supported host") {
-        Arch::X86_64 => vec!["--target=x86_64-none-unknown-elf"],
-        Arch::Aarch64 => vec!["--target=aarch64-none-unknown-elf", "-march=armv8-a"],
-        Arch::Riscv64 => vec![
-            "--target=riscv64-none-unknown-elf",
-            "-march=rv64gc",
-            "-mabi=lp64d",
-        ],
-        Arch::Loongarch64 => vec!["--target=loongarch64-none-unknown-elf"],
-        Arch::Ppc64le => vec!["--target=powerpc64le-none-unknown-elf", "-mcpu=pwr8"],
-    }
-}
-
-fn compile(source: &str, opt: &str) -> Vec<u8> {
-    let mut child = Command::new(clang())
-        .args(target_flags())
-        .args(["-c", opt, "-fPIC", "-ffreestanding", "-fno-math-errno"])
-        .args(["-fno-stack-protector", "-x", "c", "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(source.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+use common::compile;
 
 const KERNELS: &str = r#"
 double mixd(double a, float b, int c, double d) { return a * b + c - d; }

@@ -3,56 +3,11 @@
 //! this runs natively; with `cargo test --target aarch64-unknown-linux-gnu` (and riscv64,
 //! ppc64le) it runs under qemu-user, which executes the relocated code for real.
 
-use elfjit_core::{Arch, Plan};
+use elfjit_core::Plan;
 use elfjit_os::{MmapBackend, ProcessResolver};
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
-
-/// The bare-metal triple and a generic CPU for the architecture of this test binary.
-fn target_flags() -> Vec<&'static str> {
-    match Arch::host().expect("a supported host") {
-        Arch::X86_64 => vec!["--target=x86_64-none-unknown-elf"],
-        Arch::Aarch64 => vec!["--target=aarch64-none-unknown-elf", "-march=armv8-a"],
-        Arch::Riscv64 => vec![
-            "--target=riscv64-none-unknown-elf",
-            "-march=rv64gc",
-            "-mabi=lp64d",
-        ],
-        Arch::Loongarch64 => vec!["--target=loongarch64-none-unknown-elf"],
-        Arch::Ppc64le => vec!["--target=powerpc64le-none-unknown-elf", "-mcpu=pwr8"],
-    }
-}
-
-fn compile(source: &str, opt: &str) -> Vec<u8> {
-    // The test binary may run under qemu; clang is a host program, and qemu-user hands
-    // execve of a host binary to the host kernel.
-    let mut child = Command::new(clang())
-        .args(target_flags())
-        .args(["-c", opt, "-fPIC", "-ffreestanding", "-fno-math-errno"])
-        .args(["-fno-stack-protector", "-x", "c", "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(source.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+use common::compile;
 
 /// A linked image that stays mapped while the test calls into it.
 struct Loaded {

@@ -9,8 +9,7 @@
 
 use elfjit_core::{Arch, Plan};
 use elfjit_os::{MmapBackend, ProcessResolver};
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
 const AT_HWCAP2: u64 = 26;
 const PPC_FEATURE2_ARCH_3_1: u64 = 0x0004_0000;
@@ -31,34 +30,7 @@ fn power10() -> bool {
 }
 
 fn compile(source: &str, cpu: &str, opt: &str) -> Vec<u8> {
-    let clang = std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into());
-    let mut child = Command::new(clang)
-        .args(["--target=powerpc64le-none-unknown-elf", cpu, "-c", opt])
-        .args([
-            "-fPIC",
-            "-ffreestanding",
-            "-fno-math-errno",
-            "-fno-stack-protector",
-        ])
-        .args(["-x", "c", "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(source.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    common::compile_with(&["--target=powerpc64le-none-unknown-elf", cpu], source, opt)
 }
 
 const PCREL: &str = r#"
