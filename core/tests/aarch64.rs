@@ -3,46 +3,30 @@
 //! of the core's encoders) and checked to reach its target; far external calls go through
 //! shared veneers; out-of-range pages are errors that name the relocation.
 
+mod common;
+use common::clang_object;
+
 use elfjit_core::arch::reloc_name;
 use elfjit_core::{Arch, Error, Plan, RelocProblem, RelocRecord, SliceBackend, Via};
 use object::elf::*;
 use std::collections::HashMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 const PAGE: u64 = 0x1000;
 /// Where images are linked: 64 GiB, so that addresses need more than 32 bits.
 const BASE: u64 = 0x10_0000_0000;
 
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
-
 /// Compiles C (`lang` "c") or LLVM IR ("ir") for bare-metal aarch64.
 fn compile(source: &[u8], lang: &str, extra: &[&str]) -> Vec<u8> {
-    let mut child = Command::new(clang())
-        .args(["--target=aarch64-none-unknown-elf", "-march=armv8-a", "-c"])
-        .args(["-fno-math-errno", "-fno-stack-protector"])
-        .args(if lang == "c" {
-            &["-ffreestanding", "-fno-ident"][..]
-        } else {
-            &["-funroll-loops", "-fvectorize", "-fslp-vectorize"][..]
-        })
-        .args(extra)
-        .args(["-x", lang, "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child.stdin.take().unwrap().write_all(source).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let mut args = vec!["--target=aarch64-none-unknown-elf", "-march=armv8-a", "-c"];
+    args.extend(["-fno-math-errno", "-fno-stack-protector"]);
+    if lang == "c" {
+        args.extend(["-ffreestanding", "-fno-ident"]);
+    } else {
+        args.extend(["-funroll-loops", "-fvectorize", "-fslp-vectorize"]);
+    }
+    args.extend_from_slice(extra);
+    args.extend(["-x", lang]);
+    clang_object(&args, source)
 }
 
 fn c(source: &str, extra: &[&str]) -> Vec<u8> {

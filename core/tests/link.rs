@@ -1,47 +1,26 @@
 //! The core on real clang output, linked into a buffer at chosen target addresses: stubs,
 //! GOT slots, layout, cross-object symbols, and the errors a user can meet.
 
+mod common;
+use common::clang_object;
+
 use elfjit_core::elf::Object;
 use elfjit_core::plan::SegmentKind;
 use elfjit_core::{Error, NoSymbols, Plan, RelocProblem, SliceBackend, Via};
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 const PAGE: u64 = 0x1000;
 
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
-
 /// Compiles C for bare-metal x86_64.
 fn compile(source: &str, extra: &[&str]) -> Vec<u8> {
-    let mut child = Command::new(clang())
-        .args([
-            "--target=x86_64-none-unknown-elf",
-            "-c",
-            "-ffreestanding",
-            "-fno-ident",
-        ])
-        .args(extra)
-        .args(["-x", "c", "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(source.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let mut args = vec![
+        "--target=x86_64-none-unknown-elf",
+        "-c",
+        "-ffreestanding",
+        "-fno-ident",
+    ];
+    args.extend_from_slice(extra);
+    args.extend(["-x", "c"]);
+    clang_object(&args, source.as_bytes())
 }
 
 fn pic(source: &str) -> Vec<u8> {

@@ -3,26 +3,22 @@
 //! through its GOT slot, or through a far-call stub); every corpus kernel links in every
 //! code model at -O0..-O3; overflow is an error that names the relocation.
 
+mod common;
+use common::clang_object;
+
 use elfjit_core::arch::loongarch64::{
     decode_b16, decode_b21, decode_b26, decode_call36, decode_si12, decode_si20,
 };
 use elfjit_core::{Error, Plan, RelocProblem, RelocRecord, SliceBackend, Via};
 use object::elf::*;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 const PAGE: u64 = 0x4000; // LoongArch Linux uses 16 KiB pages
 const BASE: u64 = 0x7f12_3456_8000;
 
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
-
 /// Compiles `source` (C, or LLVM IR with `-x ir` in `extra`) for loongarch64.
 fn compile_with(source: &[u8], lang: &str, extra: &[&str]) -> Vec<u8> {
-    let mut cmd = Command::new(clang());
-    cmd.args([
+    let mut args = vec![
         "--target=loongarch64-none-unknown-elf",
         "-march=loongarch64",
         "-c",
@@ -30,26 +26,13 @@ fn compile_with(source: &[u8], lang: &str, extra: &[&str]) -> Vec<u8> {
         "-fno-math-errno",
         "-fno-stack-protector",
         "-Wno-override-module",
-    ]);
+    ];
     if lang == "c" {
-        cmd.args(["-ffreestanding", "-nostdlib", "-fno-ident"]);
+        args.extend(["-ffreestanding", "-nostdlib", "-fno-ident"]);
     }
-    let mut child = cmd
-        .args(extra)
-        .args(["-x", lang, "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child.stdin.take().unwrap().write_all(source).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    args.extend_from_slice(extra);
+    args.extend(["-x", lang]);
+    clang_object(&args, source)
 }
 
 fn compile(source: &str, extra: &[&str]) -> Vec<u8> {

@@ -5,6 +5,9 @@
 //! local calls enter at the local entry point, and Power10 PC-relative code reaches its
 //! data and stubs. Every kernel of the corpus links at every optimisation level.
 
+mod common;
+use common::clang_object;
+
 use elfjit_core::arch::ppc64le::{
     decode_d34, decode_li24, join_ha_lo, local_entry_offset, LD_R2_24_R1, NOTOC_ENTRY,
     STD_R2_24_R1, TOC_BIAS,
@@ -12,43 +15,23 @@ use elfjit_core::arch::ppc64le::{
 use elfjit_core::elf::Object;
 use elfjit_core::{Error, Plan, RelocRecord, SliceBackend, Via};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 const PAGE: u64 = 0x1_0000; // 64 KiB, the usual ppc64le Linux page
 const BASE: u64 = 0x7ff0_0000_0000;
 
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
-
 /// Compiles `source` (`lang` is `c` or `ir`) for bare-metal ppc64le with the driver's flags.
 fn compile_lang(source: &[u8], lang: &str, extra: &[&str]) -> Vec<u8> {
-    let mut cmd = Command::new(clang());
-    cmd.args(["--target=powerpc64le-none-unknown-elf", "-c", "-fPIC"])
-        .args(["-fno-math-errno", "-fno-stack-protector"]);
+    let mut args = vec!["--target=powerpc64le-none-unknown-elf", "-c", "-fPIC"];
+    args.extend(["-fno-math-errno", "-fno-stack-protector"]);
     if lang == "c" {
-        cmd.args(["-ffreestanding", "-nostdlib", "-fno-ident"]);
+        args.extend(["-ffreestanding", "-nostdlib", "-fno-ident"]);
     } else {
-        cmd.args(["-funroll-loops", "-fvectorize", "-fslp-vectorize"]);
+        args.extend(["-funroll-loops", "-fvectorize", "-fslp-vectorize"]);
     }
-    let mut child = cmd
-        .args(extra)
-        .args(["-x", lang, "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child.stdin.take().unwrap().write_all(source).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    args.extend_from_slice(extra);
+    args.extend(["-x", lang]);
+    clang_object(&args, source)
 }
 
 fn compile(source: &str, extra: &[&str]) -> Vec<u8> {

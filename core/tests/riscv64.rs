@@ -2,18 +2,15 @@
 //! addresses: every AUIPC/LUI pair decoded back to its target, far calls through stubs and
 //! GOT slots, label differences, and the errors (overflow, unpaired LO12, float ABI).
 
+mod common;
+use common::clang_object;
+
 use elfjit_core::arch::riscv64::{decode_cj, decode_i, decode_j, decode_s, decode_u};
 use elfjit_core::{Error, Plan, RelocProblem, RelocRecord, SliceBackend, Via};
 use object::elf::*;
 use std::collections::HashMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 const PAGE: u64 = 0x1000;
-
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
 
 /// Compiles C for bare-metal riscv64 with the flags elfjit uses (rv64gc, LP64D), plus `extra`.
 fn compile(source: &str, extra: &[&str]) -> Vec<u8> {
@@ -29,29 +26,11 @@ fn compile(source: &str, extra: &[&str]) -> Vec<u8> {
 }
 
 fn compile_with(source: &str, target: &[&str], extra: &[&str]) -> Vec<u8> {
-    let mut child = Command::new(clang())
-        .args(target)
-        .args(["-c", "-ffreestanding", "-fno-ident", "-fno-math-errno"])
-        .args(extra)
-        .args(["-x", "c", "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(source.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let mut args = target.to_vec();
+    args.extend(["-c", "-ffreestanding", "-fno-ident", "-fno-math-errno"]);
+    args.extend_from_slice(extra);
+    args.extend(["-x", "c"]);
+    clang_object(&args, source.as_bytes())
 }
 
 struct Linked {
