@@ -129,17 +129,29 @@ impl fmt::Display for RelocError {
 pub struct BackendError {
     /// What the backend was doing (`"map"`, `"protect"`, ...).
     pub op: &'static str,
+    /// The size in bytes of the request or range involved (0 if none).
+    pub size: u64,
     /// An OS error number or backend-specific code (0 if none).
     pub code: i32,
 }
 
+impl BackendError {
+    /// An error of operation `op` on `size` bytes, with OS error number `code` (0: none).
+    pub const fn new(op: &'static str, size: u64, code: i32) -> BackendError {
+        BackendError { op, size, code }
+    }
+}
+
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "memory backend failed to {} (code {})",
-            self.op, self.code
-        )
+        write!(f, "memory backend failed to {}", self.op)?;
+        if self.size != 0 {
+            write!(f, " ({} bytes)", self.size)?;
+        }
+        if self.code != 0 {
+            write!(f, ": OS error {}", self.code)?;
+        }
+        Ok(())
     }
 }
 

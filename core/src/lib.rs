@@ -4,10 +4,11 @@
 //! The flow is *plan, then link*. [`Plan::new`] parses and validates the objects and
 //! decides everything from them alone: where each section goes, in three page-aligned
 //! segments (code read/execute, read-only data, read/write data), which symbols need GOT
-//! slots and far-call stubs. [`Plan::link`] then asks a [`MemoryBackend`] for the memory,
-//! copies the sections, resolves undefined symbols through a [`SymbolResolver`], applies
-//! the relocations against the *target* address the backend reports (which may differ from
-//! where the bytes are written), protects the segments and flushes the instruction cache.
+//! slots and far-call stubs. [`Plan::link`] then asks a [`MemoryBackend`] for memory for
+//! each segment ([`Layout`]), copies the sections, resolves undefined symbols through a
+//! [`SymbolResolver`], applies the relocations against the *target* addresses the backend
+//! reports ([`Placement`], which may differ from where the bytes are written), and asks the
+//! backend to publish the image (protect the segments, flush the instruction cache).
 //!
 //! Every input is validated; every failure is an [`Error`]; every range-limited relocation
 //! is checked. Tables are fixed-capacity (see the `MAX_*` constants).
@@ -25,5 +26,8 @@ pub mod plan;
 pub use arch::{Applied, Arch, Via};
 pub use error::{BackendError, Error, Name, RelocError, RelocProblem, Result};
 pub use link::{Global, Image, RelocRecord};
-pub use memory::{MemoryBackend, NoSymbols, Protection, SliceBackend, SymbolResolver};
-pub use plan::{Plan, SectionPlace, Segment, SegmentKind};
+pub use memory::{
+    Layout, MemoryBackend, NoSymbols, Placement, Protection, Segment, SegmentKind, SegmentRequest,
+    SliceBackend, SymbolResolver,
+};
+pub use plan::{Plan, SectionPlace};

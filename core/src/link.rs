@@ -6,8 +6,8 @@ use crate::arch::{self, Applied, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
-use crate::memory::{MemoryBackend, SymbolResolver};
-use crate::plan::{Definition, Plan, SegmentKind, GOT_SLOT_SIZE};
+use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
+use crate::plan::{Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
 
 /// One applied relocation, reported to a link observer (used by `elfjit inspect`).
 #[derive(Clone, Copy, Debug)]
@@ -23,10 +23,24 @@ pub struct RelocRecord {
     pub applied: Applied,
 }
 
-/// A linked image: the plan plus the target address it was linked at.
+/// A linked image: the plan plus the target addresses its segments were linked at.
 pub struct Image<'p, 'a> {
     plan: &'p Plan<'a>,
-    base: u64,
+    placement: Placement,
+}
+
+/// The writable bytes of segment `kind` from `backend`.
+fn segment_mut<B: MemoryBackend + ?Sized>(backend: &mut B, kind: SegmentKind) -> Result<&mut [u8]> {
+    backend.segment_mut(kind).ok_or(Error::BackendMismatch {
+        what: "no writable memory for a segment",
+    })
+}
+
+/// The target address of `place` (a loaded section) under `placement`.
+fn section_address(placement: &Placement, place: &SectionPlace) -> u64 {
+    placement
+        .target(place.segment)
+        .wrapping_add(place.segment_offset)
 }
 
 fn slice_mut(memory: &mut [u8], offset: u64, len: u64) -> Result<&mut [u8]> {
@@ -63,44 +77,52 @@ impl<'a> Plan<'a> {
         R: SymbolResolver + ?Sized,
         O: FnMut(&RelocRecord) + ?Sized,
     {
-        if backend.page_size() != self.page_size {
-            return Err(Error::BackendMismatch {
-                what: "page size differs from the plan's",
-            });
-        }
-        let base = backend.allocate(self.image_size)?;
-        if base % self.page_size != 0 {
-            return Err(Error::BackendMismatch {
-                what: "base address not page-aligned",
-            });
-        }
-        self.copy_sections(backend.memory())?;
-        self.resolve_symbols(base, resolver)?;
-        self.write_got_and_stubs(backend.memory(), base)?;
-        self.apply_relocations(backend.memory(), base, observer)?;
+        let layout = self.layout();
+        let placement = backend.allocate(&layout)?;
         for kind in SegmentKind::ALL {
-            let segment = self.segment(kind);
-            if segment.mapped != 0 {
-                backend.protect(segment.offset, segment.mapped, kind.protection())?;
+            let request = layout.get(kind);
+            let target = placement.target(kind);
+            if request.size != 0 && !target.is_multiple_of(request.align.max(1)) {
+                return Err(Error::BackendMismatch {
+                    what: "segment address not aligned as the layout asks",
+                });
+            }
+            let short = backend
+                .segment_mut(kind)
+                .map_or(request.size != 0, |bytes| {
+                    (bytes.len() as u64) < request.size
+                });
+            if short {
+                return Err(Error::BackendMismatch {
+                    what: "segment memory shorter than the layout asks",
+                });
             }
         }
-        let code = self.segment(SegmentKind::Code);
-        if code.size != 0 {
-            backend.flush_icache(code.offset, code.size)?;
-        }
-        Ok(Image { plan: self, base })
+        self.copy_sections(backend)?;
+        self.resolve_symbols(&placement, resolver)?;
+        self.write_got_and_stubs(backend, &placement)?;
+        self.apply_relocations(backend, &placement, observer)?;
+        backend.publish()?;
+        Ok(Image {
+            plan: self,
+            placement,
+        })
     }
 
-    fn copy_sections(&self, memory: &mut [u8]) -> Result<()> {
+    fn copy_sections<B: MemoryBackend + ?Sized>(&self, backend: &mut B) -> Result<()> {
+        // Fresh memory that reads as zero needs no zero-fill: writing it would commit
+        // every page of `.bss`.
+        let zero_filled = backend.zero_filled();
         for entry in self.objects.iter() {
             for index in 0..entry.object.section_count() {
                 let Some(place) = self.sections.get(entry.section_base as usize + index) else {
                     continue;
                 };
-                if !place.loaded {
+                if !place.loaded || place.size == 0 || (place.zeroed && zero_filled) {
                     continue;
                 }
-                let dest = slice_mut(memory, place.offset, place.size)?;
+                let memory = segment_mut(backend, place.segment)?;
+                let dest = slice_mut(memory, place.segment_offset, place.size)?;
                 if place.zeroed {
                     dest.fill(0);
                 } else {
@@ -108,12 +130,19 @@ impl<'a> Plan<'a> {
                 }
             }
         }
+        if zero_filled {
+            return Ok(());
+        }
         // COMMON symbols keep their size in the object's symbol table.
         for entry in self.objects.iter() {
             for index in 0..entry.object.symbol_count() {
                 let flat = entry.symbol_base as usize + index;
                 if let Some(Definition::Common { offset }) = self.symbol_def(flat) {
                     let size = entry.object.symbol(index)?.size;
+                    if size == 0 {
+                        continue;
+                    }
+                    let memory = segment_mut(backend, SegmentKind::Data)?;
                     slice_mut(memory, offset, size)?.fill(0);
                 }
             }
@@ -123,10 +152,10 @@ impl<'a> Plan<'a> {
 
     fn resolve_symbols<R: SymbolResolver + ?Sized>(
         &mut self,
-        base: u64,
+        placement: &Placement,
         resolver: &mut R,
     ) -> Result<()> {
-        let got_base = base.wrapping_add(self.got_offset);
+        let got_base = self.got_base(placement);
         for obj in 0..self.objects.len() {
             let Some(entry) = self.objects.get(obj).copied() else {
                 continue;
@@ -138,12 +167,15 @@ impl<'a> Plan<'a> {
                 };
                 let address = match symbol.def {
                     Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => 0,
-                    Definition::InSection { section, value } => {
-                        let offset = self.sections.get(section as usize).map_or(0, |p| p.offset);
-                        base.wrapping_add(offset).wrapping_add(value)
-                    }
+                    Definition::InSection { section, value } => self
+                        .sections
+                        .get(section as usize)
+                        .map_or(0, |p| section_address(placement, p))
+                        .wrapping_add(value),
                     Definition::Absolute(value) => value,
-                    Definition::Common { offset } => base.wrapping_add(offset),
+                    Definition::Common { offset } => {
+                        placement.target(SegmentKind::Data).wrapping_add(offset)
+                    }
                     Definition::GotRelative(bias) => got_base.wrapping_add_signed(bias),
                     Definition::External { weak } => {
                         if !symbol.referenced {
@@ -179,45 +211,57 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    fn write_got_and_stubs(&self, memory: &mut [u8], base: u64) -> Result<()> {
+    fn write_got_and_stubs<B: MemoryBackend + ?Sized>(
+        &self,
+        backend: &mut B,
+        placement: &Placement,
+    ) -> Result<()> {
         let stub_size = arch::stub_size(self.arch);
-        let got_base = base.wrapping_add(self.got_offset);
-        for symbol in self.symbols.iter() {
-            if symbol.got_slot != u32::MAX {
+        let got_base = self.got_base(placement);
+        let stub_base = self.stub_base(placement);
+        if self.got_slots != 0 {
+            let got = segment_mut(backend, SegmentKind::ReadOnly)?;
+            for symbol in self.symbols.iter().filter(|s| s.got_slot != u32::MAX) {
                 let offset = self.got_offset + u64::from(symbol.got_slot) * GOT_SLOT_SIZE;
-                write_u64(slice_mut(memory, offset, GOT_SLOT_SIZE)?, symbol.address).ok_or(
+                write_u64(slice_mut(got, offset, GOT_SLOT_SIZE)?, symbol.address).ok_or(
                     Error::BackendMismatch {
                         what: "GOT outside memory",
                     },
                 )?;
             }
-            if symbol.stub != u32::MAX {
-                let offset = self.stub_offset + u64::from(symbol.stub) * stub_size;
+        }
+        if self.stubs != 0 {
+            let code = segment_mut(backend, SegmentKind::Code)?;
+            for symbol in self.symbols.iter().filter(|s| s.stub != u32::MAX) {
+                let offset = u64::from(symbol.stub) * stub_size;
                 let stub = StubInput {
-                    address: base.wrapping_add(offset),
+                    address: stub_base.wrapping_add(offset),
                     target: symbol.address,
                     got_slot: (symbol.got_slot != u32::MAX)
                         .then(|| got_base + u64::from(symbol.got_slot) * GOT_SLOT_SIZE),
                     got_base,
                 };
-                arch::write_stub(self.arch, slice_mut(memory, offset, stub_size)?, &stub).ok_or(
-                    Error::BackendMismatch {
-                        what: "stub outside memory",
-                    },
-                )?;
+                let bytes = slice_mut(code, self.stub_offset + offset, stub_size)?;
+                arch::write_stub(self.arch, bytes, &stub).ok_or(Error::BackendMismatch {
+                    what: "stub outside memory",
+                })?;
             }
         }
         Ok(())
     }
 
-    fn apply_relocations<O: FnMut(&RelocRecord) + ?Sized>(
+    fn apply_relocations<B, O>(
         &self,
-        memory: &mut [u8],
-        base: u64,
+        backend: &mut B,
+        placement: &Placement,
         observer: &mut O,
-    ) -> Result<()> {
-        let got_base = base.wrapping_add(self.got_offset);
-        let stub_base = base.wrapping_add(self.stub_offset);
+    ) -> Result<()>
+    where
+        B: MemoryBackend + ?Sized,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        let got_base = self.got_base(placement);
+        let stub_base = self.stub_base(placement);
         let stub_size = arch::stub_size(self.arch);
         let pairs = arch::has_pairs(self.arch);
         let mut next_lo = 0usize;
@@ -232,8 +276,15 @@ impl<'a> Plan<'a> {
             else {
                 continue;
             };
-            let section_bytes = slice_mut(memory, place.offset, place.size)?;
-            let section_address = base.wrapping_add(place.offset);
+            // An empty section has no memory (its segment may be empty too); any
+            // relocation in it that is not a hint was refused by the pre-scan.
+            let section_bytes: &mut [u8] = if place.size == 0 {
+                &mut []
+            } else {
+                let memory = segment_mut(backend, place.segment)?;
+                slice_mut(memory, place.segment_offset, place.size)?
+            };
+            let section_address = section_address(placement, &place);
             for rela in entry.object.relocations(rela_index)? {
                 let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
                 let symbol = self.symbols.get(flat).copied();
@@ -254,7 +305,7 @@ impl<'a> Plan<'a> {
                     let hi = self
                         .lo_links
                         .get(next_lo)
-                        .and_then(|&i| self.hi_input(i, base, got_base));
+                        .and_then(|&i| self.hi_input(i, placement, got_base));
                     next_lo += 1;
                     hi
                 } else {
@@ -312,12 +363,36 @@ impl<'a> Plan<'a> {
 }
 
 impl Plan<'_> {
+    /// The target address of the GOT's first byte. An image with neither read-only data
+    /// nor GOT slots has no read-only segment, yet GOT-relative relocations (GOTPC32,
+    /// GOTOFF64) still need one reference point near the code: its code segment's start.
+    fn got_base(&self, placement: &Placement) -> u64 {
+        if self.layout().get(SegmentKind::ReadOnly).size == 0 {
+            let code = placement.target(SegmentKind::Code);
+            return if code != 0 {
+                code
+            } else {
+                placement.target(SegmentKind::Data)
+            };
+        }
+        placement
+            .target(SegmentKind::ReadOnly)
+            .wrapping_add(self.got_offset)
+    }
+
+    /// The target address of the first stub.
+    fn stub_base(&self, placement: &Placement) -> u64 {
+        placement
+            .target(SegmentKind::Code)
+            .wrapping_add(self.stub_offset)
+    }
+
     fn got_slot_address(&self, slot: u32, got_base: u64) -> Option<u64> {
         (slot != u32::MAX).then(|| got_base + u64::from(slot) * GOT_SLOT_SIZE)
     }
 
     /// The inputs of high half `index`, for its low halves.
-    fn hi_input(&self, index: u32, base: u64, got_base: u64) -> Option<HiInput> {
+    fn hi_input(&self, index: u32, placement: &Placement, got_base: u64) -> Option<HiInput> {
         let hi = self.his.get(index as usize)?;
         let symbol = self.symbols.get(hi.symbol as usize)?;
         let section = self.sections.get(hi.section as usize)?;
@@ -325,16 +400,24 @@ impl Plan<'_> {
             r_type: hi.r_type,
             s: symbol.address,
             a: hi.addend,
-            p: base.wrapping_add(section.offset).wrapping_add(hi.offset),
+            p: section_address(placement, section).wrapping_add(hi.offset),
             got_slot: self.got_slot_address(symbol.got_slot, got_base),
         })
     }
 }
 
 impl<'a> Image<'_, 'a> {
-    /// The target address of the image's first byte.
-    pub fn base(&self) -> u64 {
-        self.base
+    /// Where the backend placed each segment.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// The target address of section `index` of object `object`, if it was loaded.
+    pub fn section_address(&self, object: usize, index: usize) -> Option<u64> {
+        let place = self.plan.section_place(object, index)?;
+        place
+            .loaded
+            .then(|| section_address(&self.placement, &place))
     }
 
     /// The plan the image was linked from.

@@ -6,7 +6,7 @@ use crate::arch::{self, Arch};
 use crate::bits::align_up;
 use crate::elf::{Object, Rela, Symbol};
 use crate::error::{Error, Name, Result};
-use crate::memory::Protection;
+use crate::memory::{Layout, SegmentRequest};
 use heapless::Vec;
 use object::elf;
 
@@ -32,49 +32,7 @@ pub const GOT_SLOT_SIZE: u64 = 8;
 /// "No slot" marker in the symbol table.
 const NONE: u32 = u32::MAX;
 
-/// The three segments of an image, in address order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SegmentKind {
-    /// Code and stubs: read/execute.
-    Code,
-    /// Read-only data and the GOT: read.
-    ReadOnly,
-    /// Writable data, `.bss` and COMMON symbols: read/write.
-    Data,
-}
-
-impl SegmentKind {
-    /// The protection the segment ends up with.
-    pub const fn protection(self) -> Protection {
-        match self {
-            SegmentKind::Code => Protection::ReadExecute,
-            SegmentKind::ReadOnly => Protection::ReadOnly,
-            SegmentKind::Data => Protection::ReadWrite,
-        }
-    }
-
-    const fn index(self) -> usize {
-        match self {
-            SegmentKind::Code => 0,
-            SegmentKind::ReadOnly => 1,
-            SegmentKind::Data => 2,
-        }
-    }
-
-    /// All segments, in address order.
-    pub const ALL: [SegmentKind; 3] = [SegmentKind::Code, SegmentKind::ReadOnly, SegmentKind::Data];
-}
-
-/// One segment's place in the image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Segment {
-    /// Offset from the image start (page-aligned).
-    pub offset: u64,
-    /// Bytes in use.
-    pub size: u64,
-    /// Bytes mapped (`size` rounded up to whole pages; 0 for an empty segment).
-    pub mapped: u64,
-}
+pub use crate::memory::{Segment, SegmentKind};
 
 /// Where one section of one object goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,8 +42,11 @@ pub struct SectionPlace {
     /// Zero-filled (`SHT_NOBITS`) rather than copied.
     pub zeroed: bool,
     pub segment: SegmentKind,
-    /// Offset from the image start.
+    /// Offset from the start of the image laid out contiguously at the plan's page size
+    /// ([`Plan::segment`]); what [`SliceBackend`](crate::SliceBackend) uses.
     pub offset: u64,
+    /// Offset from the start of its segment, wherever a backend puts that segment.
+    pub segment_offset: u64,
     pub size: u64,
 }
 
@@ -94,6 +55,7 @@ const NOT_LOADED: SectionPlace = SectionPlace {
     zeroed: false,
     segment: SegmentKind::ReadOnly,
     offset: 0,
+    segment_offset: 0,
     size: 0,
 };
 
@@ -106,7 +68,7 @@ pub(crate) enum Definition {
     InSection { section: u32, value: u64 },
     /// An absolute value.
     Absolute(u64),
-    /// A COMMON symbol placed at this image offset.
+    /// A COMMON symbol placed at this offset of the data segment.
     Common { offset: u64 },
     /// In a section that is not loaded (debug info): relocations against it are errors.
     Unloaded,
@@ -159,9 +121,14 @@ pub struct Plan<'a> {
     pub(crate) objects: Vec<ObjectEntry<'a>, MAX_OBJECTS>,
     pub(crate) sections: Vec<SectionPlace, MAX_SECTIONS>,
     pub(crate) symbols: Vec<SymbolEntry, MAX_SYMBOLS>,
+    /// What each segment needs, wherever a backend places it.
+    pub(crate) layout: Layout,
+    /// The segments laid out contiguously on `page_size` pages.
     pub(crate) segments: [Segment; 3],
+    /// Offset of the GOT in the read-only segment.
     pub(crate) got_offset: u64,
     pub(crate) got_slots: u32,
+    /// Offset of the first stub in the code segment.
     pub(crate) stub_offset: u64,
     pub(crate) stubs: u32,
     pub(crate) image_size: u64,
@@ -172,17 +139,38 @@ pub struct Plan<'a> {
     pub(crate) lo_links: Vec<u32, MAX_PAIRS>,
 }
 
-/// Reserves `size` bytes aligned to `align` at the end of a segment; returns its offset.
-fn reserve(end: &mut u64, size: u64, align: u64) -> Result<u64> {
-    let start = align_up(*end, align).ok_or(Error::ImageTooLarge { size: *end })?;
-    let new_end = start
-        .checked_add(size)
-        .ok_or(Error::ImageTooLarge { size: start })?;
-    if new_end > MAX_IMAGE_SIZE {
-        return Err(Error::ImageTooLarge { size: new_end });
+/// The end of one segment while sections are placed in it, and the largest alignment asked
+/// of it so far.
+#[derive(Clone, Copy, Debug)]
+struct Fill {
+    end: u64,
+    align: u64,
+}
+
+impl Fill {
+    const EMPTY: Fill = Fill { end: 0, align: 1 };
+
+    /// Reserves `size` bytes aligned to `align` at the end of the segment; returns their
+    /// offset from the segment's start.
+    fn reserve(&mut self, size: u64, align: u64) -> Result<u64> {
+        let start = align_up(self.end, align).ok_or(Error::ImageTooLarge { size: self.end })?;
+        let new_end = start
+            .checked_add(size)
+            .ok_or(Error::ImageTooLarge { size: start })?;
+        if new_end > MAX_IMAGE_SIZE {
+            return Err(Error::ImageTooLarge { size: new_end });
+        }
+        self.end = new_end;
+        self.align = self.align.max(align);
+        Ok(start)
     }
-    *end = new_end;
-    Ok(start)
+
+    fn request(self) -> SegmentRequest {
+        SegmentRequest {
+            size: self.end,
+            align: self.align,
+        }
+    }
 }
 
 fn unsupported(object: &Object<'_>, index: usize, what: &'static str) -> Error {
@@ -219,6 +207,7 @@ impl<'a> Plan<'a> {
             objects: Vec::new(),
             sections: Vec::new(),
             symbols: Vec::new(),
+            layout: Layout::new([SegmentRequest { size: 0, align: 1 }; 3]),
             segments: [NO_SEGMENT; 3],
             got_offset: 0,
             got_slots: 0,
@@ -239,6 +228,7 @@ impl<'a> Plan<'a> {
         self.symbols.clear();
         self.his.clear();
         self.lo_links.clear();
+        self.layout = Layout::default();
         self.segments = [Segment::default(); 3];
         self.got_offset = 0;
         self.got_slots = 0;
@@ -285,8 +275,8 @@ impl<'a> Plan<'a> {
         self.arch = arch;
         self.page_size = page_size;
         let plan = self;
-        // Segment-relative ends while sections are placed; turned into image offsets last.
-        let mut ends = [0u64; 3];
+        // Segment-relative ends while sections are placed.
+        let mut ends = [Fill::EMPTY; 3];
         plan.place_sections(&mut ends)?;
         plan.collect_symbols(&mut ends)?;
         plan.scan_relocations()?;
@@ -294,7 +284,7 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    fn place_sections(&mut self, ends: &mut [u64; 3]) -> Result<()> {
+    fn place_sections(&mut self, ends: &mut [Fill; 3]) -> Result<()> {
         for entry in self.objects.clone().iter() {
             let object = &entry.object;
             for index in 0..object.section_count() {
@@ -315,7 +305,7 @@ impl<'a> Plan<'a> {
         arch: Arch,
         object: &Object<'_>,
         index: usize,
-        ends: &mut [u64; 3],
+        ends: &mut [Fill; 3],
         section: &crate::elf::Section<'_>,
     ) -> Result<SectionPlace> {
         let flags = section.flags;
@@ -368,17 +358,18 @@ impl<'a> Plan<'a> {
         let end = ends
             .get_mut(segment.index())
             .ok_or(Error::ImageTooLarge { size: 0 })?;
-        let offset = reserve(end, section.size, section.align)?;
+        let offset = end.reserve(section.size, section.align)?;
         Ok(SectionPlace {
             loaded: true,
             zeroed,
             segment,
             offset,
+            segment_offset: offset,
             size: section.size,
         })
     }
 
-    fn collect_symbols(&mut self, ends: &mut [u64; 3]) -> Result<()> {
+    fn collect_symbols(&mut self, ends: &mut [Fill; 3]) -> Result<()> {
         for entry in self.objects.clone().iter() {
             let object = &entry.object;
             for index in 0..object.symbol_count() {
@@ -424,7 +415,7 @@ impl<'a> Plan<'a> {
         entry: &ObjectEntry<'a>,
         index: usize,
         sym: &Symbol<'a>,
-        ends: &mut [u64; 3],
+        ends: &mut [Fill; 3],
     ) -> Result<Definition> {
         if index == 0 {
             return Ok(Definition::Nothing);
@@ -453,7 +444,7 @@ impl<'a> Plan<'a> {
                     .get_mut(SegmentKind::Data.index())
                     .ok_or(Error::ImageTooLarge { size: 0 })?;
                 Definition::Common {
-                    offset: reserve(end, sym.size, align)?,
+                    offset: end.reserve(sym.size, align)?,
                 }
             }
             shndx => {
@@ -701,50 +692,38 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    fn finish_layout(&mut self, ends: &mut [u64; 3]) -> Result<()> {
-        let [code_end, ro_end, data_end] = ends;
-        self.stub_offset = reserve(
-            code_end,
-            u64::from(self.stubs) * arch::stub_size(self.arch),
-            16,
-        )?;
-        self.got_offset = reserve(
-            ro_end,
-            u64::from(self.got_slots) * GOT_SLOT_SIZE,
-            GOT_SLOT_SIZE,
-        )?;
-        let sizes = [*code_end, *ro_end, *data_end];
-        let mut next = 0u64;
-        for (segment, size) in self.segments.iter_mut().zip(sizes) {
-            let mapped = align_up(size, self.page_size).ok_or(Error::ImageTooLarge { size })?;
-            *segment = Segment {
-                offset: next,
-                size,
-                mapped,
-            };
-            next = next
-                .checked_add(mapped)
-                .ok_or(Error::ImageTooLarge { size: next })?;
+    fn finish_layout(&mut self, ends: &mut [Fill; 3]) -> Result<()> {
+        let [code, read_only, data] = ends;
+        self.stub_offset = code.reserve(u64::from(self.stubs) * arch::stub_size(self.arch), 16)?;
+        // `_GLOBAL_OFFSET_TABLE_` and `.TOC.` are defined from the GOT's address, so a GOT
+        // they refer to takes room even with no slots: an empty segment has no address.
+        let got_named = self
+            .symbols
+            .iter()
+            .any(|s| s.referenced && matches!(s.def, Definition::GotRelative(_)));
+        let got_size = u64::from(self.got_slots) * GOT_SLOT_SIZE;
+        let got_size = if got_named {
+            got_size.max(GOT_SLOT_SIZE)
+        } else {
+            got_size
+        };
+        self.got_offset = read_only.reserve(got_size, GOT_SLOT_SIZE)?;
+        self.layout = Layout::new([code.request(), read_only.request(), data.request()]);
+        let (segments, size) = self
+            .layout
+            .contiguous(self.page_size)
+            .ok_or(Error::ImageTooLarge { size: u64::MAX })?;
+        if size > MAX_IMAGE_SIZE {
+            return Err(Error::ImageTooLarge { size });
         }
-        if next > MAX_IMAGE_SIZE {
-            return Err(Error::ImageTooLarge { size: next });
-        }
-        self.image_size = next;
-        let [code, read_only, data] = self.segments.map(|s| s.offset);
+        self.segments = segments;
+        self.image_size = size;
         for place in self.sections.iter_mut().filter(|p| p.loaded) {
-            place.offset += match place.segment {
-                SegmentKind::Code => code,
-                SegmentKind::ReadOnly => read_only,
-                SegmentKind::Data => data,
-            };
+            let start = segments
+                .get(place.segment.index())
+                .map_or(0, |s: &Segment| s.offset);
+            place.offset = start + place.segment_offset;
         }
-        for symbol in self.symbols.iter_mut() {
-            if let Definition::Common { offset } = &mut symbol.def {
-                *offset += data;
-            }
-        }
-        self.stub_offset += code;
-        self.got_offset += read_only;
         Ok(())
     }
 
@@ -758,24 +737,32 @@ impl<'a> Plan<'a> {
         self.page_size
     }
 
-    /// Total bytes to map.
+    /// Total bytes of the image laid out contiguously on the plan's pages
+    /// ([`Plan::segment`]): the buffer a [`SliceBackend`](crate::SliceBackend) needs.
     pub fn image_size(&self) -> u64 {
         self.image_size
     }
 
-    /// A segment's placement.
+    /// What each segment needs (size and alignment): what the plan asks a backend for.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// A segment's place in the image laid out contiguously on the plan's pages.
     pub fn segment(&self, kind: SegmentKind) -> Segment {
         self.segments.get(kind.index()).copied().unwrap_or_default()
     }
 
-    /// Number of GOT slots and their offset in the image.
+    /// Number of GOT slots and the GOT's offset in the contiguous image.
     pub fn got(&self) -> (u32, u64) {
-        (self.got_slots, self.got_offset)
+        let start = self.segment(SegmentKind::ReadOnly).offset;
+        (self.got_slots, start + self.got_offset)
     }
 
-    /// Number of stubs and the offset of the first in the image.
+    /// Number of stubs and the offset of the first in the contiguous image.
     pub fn stubs(&self) -> (u32, u64) {
-        (self.stubs, self.stub_offset)
+        let start = self.segment(SegmentKind::Code).offset;
+        (self.stubs, start + self.stub_offset)
     }
 
     /// Total relocation entries in loaded sections.

@@ -5,7 +5,7 @@
 //! executable.
 
 use elfjit_core::plan::SegmentKind;
-use elfjit_core::{MemoryBackend, NoSymbols, Plan, Protection, SliceBackend};
+use elfjit_core::{Layout, MemoryBackend, NoSymbols, Placement, Plan, Protection, SliceBackend};
 use object::write::{Object, Symbol, SymbolSection};
 use object::{
     Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
@@ -60,33 +60,25 @@ fn build(specs: &[Spec]) -> Vec<u8> {
     obj.write().unwrap()
 }
 
-/// Records the protections the linker asks for.
+/// Records what the linker asks of its backend.
 struct Recording<'b> {
     inner: SliceBackend<'b>,
-    protections: Vec<(u64, u64, Protection)>,
+    layouts: Vec<Layout>,
+    publishes: usize,
 }
 
 impl MemoryBackend for Recording<'_> {
-    fn page_size(&self) -> u64 {
-        self.inner.page_size()
+    fn allocate(&mut self, layout: &Layout) -> Result<Placement, elfjit_core::BackendError> {
+        self.layouts.push(*layout);
+        self.inner.allocate(layout)
     }
-    fn allocate(&mut self, size: u64) -> Result<u64, elfjit_core::BackendError> {
-        self.inner.allocate(size)
+    fn segment_mut(&mut self, kind: SegmentKind) -> Option<&mut [u8]> {
+        assert_eq!(self.publishes, 0, "written after publishing");
+        self.inner.segment_mut(kind)
     }
-    fn memory(&mut self) -> &mut [u8] {
-        self.inner.memory()
-    }
-    fn protect(
-        &mut self,
-        offset: u64,
-        size: u64,
-        p: Protection,
-    ) -> Result<(), elfjit_core::BackendError> {
-        self.protections.push((offset, size, p));
-        Ok(())
-    }
-    fn flush_icache(&mut self, _: u64, _: u64) -> Result<(), elfjit_core::BackendError> {
-        Ok(())
+    fn publish(&mut self) -> Result<(), elfjit_core::BackendError> {
+        self.publishes += 1;
+        self.inner.publish()
     }
 }
 
@@ -151,21 +143,33 @@ proptest! {
             placed.push((place.offset, place.size));
         }
 
-        // Linking: symbols land at the end of their sections; no W+X protection asked for.
+        // Linking: one allocation of exactly the plan's layout, one publish; symbols land
+        // inside the image; no segment ends up writable and executable.
         let mut buffer = vec![0u8; plan.image_size() as usize];
-        let mut backend = Recording { inner: SliceBackend::new(&mut buffer, base, page), protections: Vec::new() };
+        let mut backend = Recording { inner: SliceBackend::new(&mut buffer, base, page), layouts: Vec::new(), publishes: 0 };
         let image = plan.link(&mut backend, &mut NoSymbols).unwrap();
         for (i, spec) in specs.iter().enumerate() {
             let address = image.symbol(&format!("sym{i}")).unwrap();
             prop_assert!(address >= base && address <= base + end);
             let _ = spec;
         }
-        let mut covered = 0;
-        for &(offset, size, _) in &backend.protections {
-            prop_assert_eq!(offset % page, 0);
-            prop_assert!(offset >= covered, "protected ranges overlap");
-            covered = offset + size;
+        let plan = image.plan();
+        for kind in SegmentKind::ALL {
+            let request = plan.layout().get(kind);
+            prop_assert_eq!(request.size, plan.segment(kind).size);
+            let target = image.placement().target(kind);
+            if request.size != 0 {
+                prop_assert_eq!(target, base + plan.segment(kind).offset);
+                prop_assert_eq!(target % request.align, 0);
+            }
+            let expected = match kind {
+                SegmentKind::Code => Protection::ReadExecute,
+                SegmentKind::ReadOnly => Protection::ReadOnly,
+                SegmentKind::Data => Protection::ReadWrite,
+            };
+            prop_assert_eq!(kind.protection(), expected);
         }
-        prop_assert!(covered <= end);
+        prop_assert_eq!(&backend.layouts, &vec![plan.layout()]);
+        prop_assert_eq!(backend.publishes, 1);
     }
 }

@@ -258,7 +258,7 @@ fn bench_relocate(c: &mut Criterion) {
                 let image = plan
                     .link(&mut backend, &mut elfjit_core::NoSymbols)
                     .expect("link");
-                black_box(image.base());
+                black_box(image.placement());
             })
         },
     );

@@ -64,7 +64,7 @@ impl Module {
         // Built in place: a plan is about 200 KB, and moving it out of `Plan::new` cost a
         // third of a small kernel's load.
         let mut plan = Plan::empty();
-        plan.replan(objects, elfjit_core::MemoryBackend::page_size(&memory))?;
+        plan.replan(objects, memory.page_size())?;
         if plan.arch() != host {
             return Err(Error::Unsupported(format!(
                 "the object is for {}, but this host is {host}; load it on {0} or run it with \

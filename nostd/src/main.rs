@@ -38,7 +38,9 @@ mod sys;
 
 use args::{Arena, Arg, Registers};
 use core::fmt::Write;
-use elfjit_core::{BackendError, MemoryBackend, Plan, Protection};
+use elfjit_core::{
+    BackendError, Layout, MemoryBackend, Placement, Plan, Protection, Segment, SegmentKind,
+};
 use sys::Stdout;
 
 mod kernels {
@@ -57,12 +59,15 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
 // The memory backend: the part of elfjit an embedder writes.
 // ---------------------------------------------------------------------------------------
 
-/// An image in an anonymous mapping of this process: the bytes are written where they will
-/// run, so the target address is the mapping's own address.
+/// An image in one anonymous mapping of this process, its segments one after another on
+/// whole pages (`Layout::contiguous`): the bytes are written where they will run, so the
+/// target addresses are the mapping's own.
 struct MmapBackend {
     page_size: u64,
     base: usize,
     size: usize,
+    segments: [Segment; 3],
+    published: bool,
 }
 
 impl MmapBackend {
@@ -71,51 +76,68 @@ impl MmapBackend {
             page_size,
             base: 0,
             size: 0,
+            segments: [Segment::default(); 3],
+            published: false,
         }
     }
 }
 
 impl MemoryBackend for MmapBackend {
-    fn page_size(&self) -> u64 {
-        self.page_size
-    }
-
-    fn allocate(&mut self, size: u64) -> Result<u64, BackendError> {
-        let size = usize::try_from(size).map_err(|_| BackendError { op: "map", code: 0 })?;
-        let base = sys::mmap_anonymous(size).map_err(|code| BackendError { op: "map", code })?;
-        (self.base, self.size) = (base, size);
-        Ok(base as u64)
-    }
-
-    fn memory(&mut self) -> &mut [u8] {
-        if self.size == 0 {
-            return &mut [];
-        }
-        // SAFETY: `base..base + size` is this backend's own read/write mapping, and the
-        // returned borrow of `self` keeps anything else from using it meanwhile.
-        unsafe { core::slice::from_raw_parts_mut(self.base as *mut u8, self.size) }
-    }
-
-    fn protect(
-        &mut self,
-        offset: u64,
-        size: u64,
-        protection: Protection,
-    ) -> Result<(), BackendError> {
-        let prot = match protection {
-            Protection::ReadExecute => sys::PROT_READ | sys::PROT_EXEC,
-            Protection::ReadOnly => sys::PROT_READ,
-            Protection::ReadWrite => sys::PROT_READ | sys::PROT_WRITE,
-        };
-        sys::mprotect(self.base + offset as usize, size as usize, prot).map_err(|code| {
-            BackendError {
-                op: "protect",
-                code,
+    fn allocate(&mut self, layout: &Layout) -> Result<Placement, BackendError> {
+        let (segments, size) = layout
+            .contiguous(self.page_size)
+            .ok_or(BackendError::new("lay out", 0, 0))?;
+        let len = usize::try_from(size.max(self.page_size))
+            .map_err(|_| BackendError::new("map", size, 0))?;
+        let base = sys::mmap_anonymous(len).map_err(|code| BackendError::new("map", size, code))?;
+        (self.base, self.size, self.segments) = (base, len, segments);
+        let mut targets = [0u64; 3];
+        for (target, segment) in targets.iter_mut().zip(&segments) {
+            if segment.size != 0 {
+                *target = base as u64 + segment.offset;
             }
+        }
+        Ok(Placement::new(targets))
+    }
+
+    fn segment_mut(&mut self, kind: SegmentKind) -> Option<&mut [u8]> {
+        let segment = self.segments.get(kind.index())?;
+        if self.published || segment.size == 0 {
+            return None;
+        }
+        // SAFETY: the segment lies inside this backend's own read/write mapping (the layout
+        // it was mapped from), it is not published yet, and the returned borrow of `self`
+        // keeps anything else from using it meanwhile.
+        Some(unsafe {
+            core::slice::from_raw_parts_mut(
+                (self.base + segment.offset as usize) as *mut u8,
+                segment.size as usize,
+            )
         })
     }
 
-    fn flush_icache(&mut self, _offset: u64, _size: u64) -> Result<(), BackendError> {
+    fn zero_filled(&self) -> bool {
+        true // fresh anonymous pages
+    }
+
+    fn publish(&mut self) -> Result<(), BackendError> {
+        self.published = true;
+        for kind in SegmentKind::ALL {
+            let Some(segment) = self.segments.get(kind.index()).copied() else {
+                continue;
+            };
+            if segment.mapped == 0 {
+                continue;
+            }
+            let prot = match kind.protection() {
+                Protection::ReadExecute => sys::PROT_READ | sys::PROT_EXEC,
+                Protection::ReadOnly => sys::PROT_READ,
+                Protection::ReadWrite => sys::PROT_READ | sys::PROT_WRITE,
+            };
+            let start = self.base + segment.offset as usize;
+            sys::mprotect(start, segment.mapped as usize, prot)
+                .map_err(|code| BackendError::new("protect", segment.mapped, code))?;
+        }
         sys::flush_icache();
         Ok(())
     }

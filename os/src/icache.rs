@@ -2,30 +2,14 @@
 //! coherent with stores; aarch64, riscv64 and ppc64le need `__clear_cache` (libgcc /
 //! compiler-rt, linked into every Rust program); loongarch64 needs `ibar 0`.
 
-/// The way this host makes freshly written code visible to instruction fetch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlushMethod {
-    /// Nothing to do: the caches are coherent (x86_64).
-    Coherent,
-    /// Call `__clear_cache(start, end)`.
-    ClearCache,
-    /// Execute `ibar 0`.
-    Ibar,
-}
-
-/// The method for the host architecture.
-pub const fn method() -> FlushMethod {
-    if cfg!(target_arch = "x86_64") || cfg!(target_arch = "x86") {
-        FlushMethod::Coherent
-    } else if cfg!(target_arch = "loongarch64") {
-        FlushMethod::Ibar
-    } else {
-        FlushMethod::ClearCache
-    }
-}
-
-/// Makes instructions in `[start, end)` visible to instruction fetch in this process.
-pub fn flush(start: usize, end: usize) {
+/// Makes instructions written to `[start, end)` visible to instruction fetch in this
+/// process. Nothing to do on x86_64 (instruction fetch is coherent with stores).
+///
+/// # Safety
+///
+/// `[start, end)` must be memory of this process that is mapped for the whole call: on
+/// aarch64, riscv64 and ppc64le cache maintenance over an unmapped address faults.
+pub unsafe fn flush(start: usize, end: usize) {
     if start >= end {
         return;
     }
@@ -59,22 +43,74 @@ fn flush_impl(start: usize, end: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
 
-    #[test]
-    fn method_matches_the_host() {
-        let expected = match std::env::consts::ARCH {
-            "x86_64" => FlushMethod::Coherent,
-            "loongarch64" => FlushMethod::Ibar,
-            _ => FlushMethod::ClearCache,
+    /// A function returning `value` (0..=255), in the host's machine code.
+    fn returns(value: u32) -> Vec<u8> {
+        let words: Vec<u32> = if cfg!(target_arch = "x86_64") {
+            // mov eax, imm32; ret
+            let mut code = vec![0xb8];
+            code.extend_from_slice(&value.to_le_bytes());
+            code.push(0xc3);
+            return code;
+        } else if cfg!(target_arch = "aarch64") {
+            vec![0x5280_0000 | (value << 5), 0xd65f_03c0] // mov w0, #value; ret
+        } else if cfg!(target_arch = "riscv64") {
+            vec![(value << 20) | (10 << 7) | 0x13, 0x0000_8067] // li a0, value; ret
+        } else if cfg!(target_arch = "powerpc64") {
+            vec![0x3860_0000 | value, 0x4e80_0020] // li r3, value; blr
+        } else if cfg!(target_arch = "loongarch64") {
+            // addi.w $a0, $zero, value; jirl $zero, $ra, 0
+            vec![0x0280_0000 | (value << 10) | 4, 0x4c00_0020]
+        } else {
+            panic!("no test code for {}", std::env::consts::ARCH);
         };
-        assert_eq!(method(), expected);
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// Writes `code` into the page (made read/write for it), then makes it read/execute,
+    /// flushes and calls it.
+    fn write_flush_call(page: *mut u8, len: usize, code: &[u8]) -> u32 {
+        // SAFETY: `page` is our own `len`-byte anonymous mapping; no Rust reference into it
+        // exists while its protection changes; `code` is shorter than a page and is a
+        // complete function of type `extern "C" fn() -> u32` for this host.
+        unsafe {
+            mprotect(page.cast(), len, MprotectFlags::READ | MprotectFlags::WRITE).expect("rw");
+            std::ptr::copy_nonoverlapping(code.as_ptr(), page, code.len());
+            mprotect(page.cast(), len, MprotectFlags::READ | MprotectFlags::EXEC).expect("rx");
+            flush(page as usize, page as usize + code.len());
+            let f: extern "C" fn() -> u32 = std::mem::transmute(page);
+            f()
+        }
     }
 
     #[test]
-    fn flushing_a_written_range_returns() {
-        let buf = vec![0u8; 256];
-        let start = buf.as_ptr() as usize;
-        flush(start, start + buf.len());
-        flush(start, start); // empty range: nothing to do
+    fn rewritten_code_runs_its_new_instructions_after_a_flush() {
+        let len = rustix::param::page_size();
+        // SAFETY: a fresh anonymous mapping aliases nothing.
+        let page = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .expect("mmap")
+        .cast::<u8>();
+        assert_eq!(write_flush_call(page, len, &returns(17)), 17);
+        // The same address, new instructions: without the flush a CPU with split caches
+        // may still run the old ones.
+        assert_eq!(write_flush_call(page, len, &returns(42)), 42);
+        // SAFETY: unmapping our own mapping; the function pointers above are dead.
+        unsafe { munmap(page.cast(), len) }.expect("munmap");
+    }
+
+    #[test]
+    fn an_empty_range_is_nothing_to_do() {
+        // SAFETY: an empty range touches no memory, whatever its address.
+        unsafe { flush(0x1000, 0x1000) };
+        // SAFETY: likewise: start past end is empty.
+        unsafe { flush(0x2000, 0x1000) };
     }
 }

@@ -1,15 +1,29 @@
-//! [`MmapBackend`]: an anonymous private mapping, written while read/write, then protected
-//! segment by segment (never writable and executable at once), unmapped on drop.
+//! [`MmapBackend`]: one anonymous private mapping per image, written while read/write, then
+//! protected segment by segment (never writable and executable at once), unmapped on drop.
+//!
+//! This is the simplest backend, and the model for a `no_std` user's own: each image costs
+//! an mmap, up to three mprotects and a munmap, and one to three VMAs while it lives.
 
 use crate::icache;
-use elfjit_core::{BackendError, MemoryBackend, Protection};
+use elfjit_core::{BackendError, Layout, MemoryBackend, Placement, Protection, SegmentKind};
 use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
 use std::ptr::NonNull;
 
-/// Memory for one image in this process. The target address is the mapping's address.
+/// Memory for one image in this process. The target addresses are the mapping's own.
 pub struct MmapBackend {
-    mapping: Option<(NonNull<u8>, usize)>,
+    mapping: Option<Mapping>,
     page_size: u64,
+}
+
+/// The mapping and where each segment lies in it.
+#[derive(Clone, Copy)]
+struct Mapping {
+    start: NonNull<u8>,
+    len: usize,
+    /// Offset and requested size of each segment, indexed by `SegmentKind::index`.
+    segments: [(usize, usize); 3],
+    /// Set by `publish`: the pages are no longer writable, so no slice is handed out.
+    published: bool,
 }
 
 // SAFETY: the backend exclusively owns its mapping (no aliasing handles exist outside the
@@ -19,10 +33,15 @@ unsafe impl Send for MmapBackend {}
 // SAFETY: see `Send`: `&self` methods never touch the mapped bytes.
 unsafe impl Sync for MmapBackend {}
 
-fn error(op: &'static str, e: rustix::io::Errno) -> BackendError {
-    BackendError {
-        op,
-        code: e.raw_os_error(),
+fn os_error(op: &'static str, size: usize, e: rustix::io::Errno) -> BackendError {
+    BackendError::new(op, size as u64, e.raw_os_error())
+}
+
+fn flags(protection: Protection) -> MprotectFlags {
+    match protection {
+        Protection::ReadExecute => MprotectFlags::READ | MprotectFlags::EXEC,
+        Protection::ReadOnly => MprotectFlags::READ,
+        Protection::ReadWrite => MprotectFlags::READ | MprotectFlags::WRITE,
     }
 }
 
@@ -35,26 +54,57 @@ impl MmapBackend {
         }
     }
 
-    /// The address and length of the mapping, once allocated.
-    pub fn region(&self) -> Option<(usize, usize)> {
-        self.mapping.map(|(ptr, len)| (ptr.as_ptr() as usize, len))
+    /// The page size segments are aligned to.
+    pub fn page_size(&self) -> u64 {
+        self.page_size
     }
 
-    fn check_range(&self, offset: u64, size: u64) -> Result<*mut u8, BackendError> {
-        let (ptr, len) = self.mapping.ok_or(BackendError {
-            op: "use memory before allocating it",
-            code: 0,
-        })?;
-        let end = offset.checked_add(size);
-        if end.is_none_or(|end| end > len as u64) || !offset.is_multiple_of(self.page_size) {
-            return Err(BackendError {
-                op: "address a range outside the mapping",
-                code: 0,
-            });
+    /// The address and length of the mapping, once allocated.
+    pub fn region(&self) -> Option<(usize, usize)> {
+        self.mapping.map(|m| (m.start.as_ptr() as usize, m.len))
+    }
+
+    /// Whether [`publish`](MemoryBackend::publish) has run: the image is final.
+    pub fn is_published(&self) -> bool {
+        self.mapping.is_some_and(|m| m.published)
+    }
+
+    /// Maps `len` bytes read/write, starting at a multiple of `align` (a power of two, at
+    /// least the page size): over-maps by `align - page` and returns the rest to the OS.
+    fn map_aligned(&self, len: usize, align: usize) -> Result<NonNull<u8>, BackendError> {
+        let page = self.page_size as usize;
+        let slack = align.saturating_sub(page);
+        let total = len.checked_add(slack).ok_or(BackendError::new(
+            "allocate (size overflows)",
+            len as u64,
+            0,
+        ))?;
+        // SAFETY: a fresh anonymous mapping at an address the kernel chooses aliases no
+        // existing Rust object.
+        let raw = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                total,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
         }
-        // SAFETY: `offset` is within the mapping (checked above), so the result stays in
-        // the same allocation.
-        Ok(unsafe { ptr.as_ptr().add(offset as usize) })
+        .map_err(|e| os_error("mmap", total, e))?;
+        let raw_addr = raw as usize;
+        let start = raw_addr.next_multiple_of(align);
+        let head = start - raw_addr;
+        let tail = slack - head;
+        // SAFETY: both ranges lie inside the mapping just created, which nothing else uses;
+        // they are page-aligned (mmap returns pages, `align` and `len` are page multiples).
+        unsafe {
+            if head != 0 {
+                let _ = munmap(raw, head);
+            }
+            if tail != 0 {
+                let _ = munmap((start + len) as *mut _, tail);
+            }
+        }
+        NonNull::new(start as *mut u8).ok_or(BackendError::new("mmap", total as u64, 0))
     }
 }
 
@@ -65,82 +115,105 @@ impl Default for MmapBackend {
 }
 
 impl MemoryBackend for MmapBackend {
-    fn page_size(&self) -> u64 {
-        self.page_size
-    }
-
-    fn allocate(&mut self, size: u64) -> Result<u64, BackendError> {
+    fn allocate(&mut self, layout: &Layout) -> Result<Placement, BackendError> {
         if self.mapping.is_some() {
-            return Err(BackendError {
-                op: "allocate twice",
-                code: 0,
-            });
+            return Err(BackendError::new("allocate twice", 0, 0));
         }
+        let (segments, size) = layout.contiguous(self.page_size).ok_or(BackendError::new(
+            "allocate (size overflows)",
+            0,
+            0,
+        ))?;
+        let align = SegmentKind::ALL
+            .iter()
+            .map(|&kind| layout.get(kind).align)
+            .fold(self.page_size, u64::max);
         // An image with nothing in it still gets one page, so every module has an address.
-        let len = usize::try_from(size.max(self.page_size)).map_err(|_| BackendError {
-            op: "allocate (size)",
-            code: 0,
-        })?;
-        // SAFETY: a fresh anonymous mapping at an address the kernel chooses aliases no
-        // existing Rust object.
-        let ptr = unsafe {
-            mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
+        let len = usize::try_from(size.max(self.page_size))
+            .map_err(|_| BackendError::new("allocate (size)", size, 0))?;
+        let align = usize::try_from(align)
+            .ok()
+            .filter(|a| a.is_power_of_two())
+            .ok_or(BackendError::new("allocate (alignment)", size, 0))?;
+        let start = self.map_aligned(len, align)?;
+        let mut placed = [(0usize, 0usize); 3];
+        let mut targets = [0u64; 3];
+        for ((slot, target), segment) in placed.iter_mut().zip(&mut targets).zip(&segments) {
+            // In range: every segment lies inside `size` bytes, and `size` fits a usize.
+            *slot = (segment.offset as usize, segment.size as usize);
+            if segment.size != 0 {
+                *target = start.as_ptr() as u64 + segment.offset;
+            }
         }
-        .map_err(|e| error("mmap", e))?;
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(BackendError {
-            op: "mmap",
-            code: 0,
-        })?;
-        self.mapping = Some((ptr, len));
-        Ok(ptr.as_ptr() as u64)
+        self.mapping = Some(Mapping {
+            start,
+            len,
+            segments: placed,
+            published: false,
+        });
+        Ok(Placement::new(targets))
     }
 
-    fn memory(&mut self) -> &mut [u8] {
-        match self.mapping {
-            // SAFETY: the mapping is `len` bytes, readable and writable until `protect` is
-            // called (the core finishes writing before it protects), and `&mut self`
-            // guarantees this is the only slice over it.
-            Some((ptr, len)) => unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), len) },
-            None => &mut [],
+    fn segment_mut(&mut self, kind: SegmentKind) -> Option<&mut [u8]> {
+        let mapping = self.mapping.filter(|m| !m.published)?;
+        let &(offset, size) = mapping.segments.get(kind.index())?;
+        if size == 0 {
+            return None;
         }
+        // SAFETY: `offset + size` lies inside the mapping (computed by `allocate` from the
+        // same layout), the pages are read/write until `publish` (which sets `published`,
+        // checked above), and `&mut self` makes this the only slice over them.
+        Some(unsafe { std::slice::from_raw_parts_mut(mapping.start.as_ptr().add(offset), size) })
     }
 
-    fn protect(
-        &mut self,
-        offset: u64,
-        size: u64,
-        protection: Protection,
-    ) -> Result<(), BackendError> {
-        let start = self.check_range(offset, size)?;
-        let flags = match protection {
-            Protection::ReadExecute => MprotectFlags::READ | MprotectFlags::EXEC,
-            Protection::ReadOnly => MprotectFlags::READ,
-            Protection::ReadWrite => MprotectFlags::READ | MprotectFlags::WRITE,
-        };
-        // SAFETY: the range lies in our own mapping (checked); no Rust reference into it
-        // outlives `memory()`'s `&mut self` borrow, so changing its protection invalidates
-        // nothing.
-        unsafe { mprotect(start.cast(), size as usize, flags) }.map_err(|e| error("mprotect", e))
+    fn zero_filled(&self) -> bool {
+        // Fresh anonymous pages read as zero.
+        true
     }
 
-    fn flush_icache(&mut self, offset: u64, size: u64) -> Result<(), BackendError> {
-        let start = self.check_range(offset, size)? as usize;
-        icache::flush(start, start + size as usize);
+    fn publish(&mut self) -> Result<(), BackendError> {
+        let mapping =
+            self.mapping
+                .as_mut()
+                .ok_or(BackendError::new("publish before allocating", 0, 0))?;
+        if mapping.published {
+            return Err(BackendError::new("publish twice", 0, 0));
+        }
+        // Sealed first: even if a protect fails below, no writable slice is handed out
+        // over pages that may already be executable.
+        mapping.published = true;
+        let page = self.page_size as usize;
+        for kind in SegmentKind::ALL {
+            let Some(&(offset, size)) = mapping.segments.get(kind.index()) else {
+                continue;
+            };
+            if size == 0 {
+                continue;
+            }
+            let mapped = size.next_multiple_of(page);
+            // SAFETY: the range lies in our own mapping (offset and size come from
+            // `allocate`); no slice into it outlives a `segment_mut` borrow, and
+            // `published` is set, so none will be made after this protection change.
+            let start = unsafe { mapping.start.as_ptr().add(offset) };
+            // SAFETY: as above: our own page-aligned range.
+            unsafe { mprotect(start.cast(), mapped, flags(kind.protection())) }
+                .map_err(|e| os_error("mprotect", mapped, e))?;
+            if kind == SegmentKind::Code {
+                // SAFETY: `[start, start + size)` is this image's code, written above and
+                // now read/execute; nothing else is writing it.
+                unsafe { icache::flush(start as usize, start as usize + size) };
+            }
+        }
         Ok(())
     }
 }
 
 impl Drop for MmapBackend {
     fn drop(&mut self) {
-        if let Some((ptr, len)) = self.mapping.take() {
+        if let Some(mapping) = self.mapping.take() {
             // SAFETY: the mapping was created by `allocate` with this length and is unmapped
             // exactly once; any code or data pointers handed out die with the owner.
-            let _ = unsafe { munmap(ptr.as_ptr().cast(), len) };
+            let _ = unsafe { munmap(mapping.start.as_ptr().cast(), mapping.len) };
         }
     }
 }
@@ -148,31 +221,92 @@ impl Drop for MmapBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use elfjit_core::SegmentRequest;
+
+    fn request(size: u64, align: u64) -> SegmentRequest {
+        SegmentRequest { size, align }
+    }
+
+    /// The permissions `/proc/self/maps` shows for the page holding `address`.
+    fn permissions(address: usize) -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        for line in maps.lines() {
+            let mut fields = line.split_whitespace();
+            let range = fields.next().unwrap_or("");
+            let perms = fields.next().unwrap_or("");
+            let (lo, hi) = range.split_once('-').unwrap_or(("0", "0"));
+            let lo = usize::from_str_radix(lo, 16).unwrap_or(0);
+            let hi = usize::from_str_radix(hi, 16).unwrap_or(0);
+            if (lo..hi).contains(&address) {
+                return perms[..3].to_string();
+            }
+        }
+        panic!("{address:#x} is not mapped");
+    }
 
     #[test]
-    fn allocate_write_protect_and_unmap() {
+    fn allocate_write_publish_and_seal() {
         let mut b = MmapBackend::new();
         let page = b.page_size();
-        let base = b.allocate(3 * page).expect("mmap");
-        assert_eq!(base % page, 0);
-        let mem = b.memory();
-        assert_eq!(mem.len() as u64, 3 * page);
-        mem[0] = 0xc3;
-        mem[(2 * page) as usize] = 7;
-        b.protect(0, page, Protection::ReadExecute).expect("rx");
-        b.protect(page, page, Protection::ReadOnly).expect("r");
-        b.protect(2 * page, page, Protection::ReadWrite)
-            .expect("rw");
-        b.flush_icache(0, page).expect("flush");
-        assert!(b.protect(page / 2, page, Protection::ReadOnly).is_err());
-        assert!(b.protect(0, 4 * page, Protection::ReadOnly).is_err());
-        assert!(b.allocate(page).is_err());
+        let layout = Layout::new([request(10, 16), request(page + 1, 8), request(3, 1)]);
+        let placement = b.allocate(&layout).expect("mmap");
+        let code = placement.target(SegmentKind::Code) as usize;
+        let ro = placement.target(SegmentKind::ReadOnly) as usize;
+        let data = placement.target(SegmentKind::Data) as usize;
+        assert_eq!(code as u64 % page, 0);
+        assert_eq!(ro - code, page as usize);
+        assert_eq!(data - ro, 2 * page as usize);
+        assert_eq!(b.region(), Some((code, 4 * page as usize)));
+        assert_eq!(b.segment_mut(SegmentKind::Code).map(|s| s.len()), Some(10));
+        b.segment_mut(SegmentKind::Code).expect("code")[0] = 0xc3;
+        b.segment_mut(SegmentKind::Data).expect("data")[2] = 7;
+        assert!(!b.is_published());
+        b.publish().expect("publish");
+        assert!(b.is_published());
+        assert!(b.segment_mut(SegmentKind::Code).is_none(), "sealed");
+        assert!(b.segment_mut(SegmentKind::Data).is_none(), "sealed");
+        assert_eq!(permissions(code), "r-x");
+        let ro_perms = permissions(ro + page as usize);
+        // qemu-user reports read-only guest pages as "r-x" on some targets: what matters is
+        // that they are readable and not writable.
+        assert!(
+            ro_perms.starts_with('r') && !ro_perms.contains('w'),
+            "{ro_perms}"
+        );
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(ro_perms, "r--");
+        assert_eq!(permissions(data), "rw-");
+        // SAFETY: the data segment is mapped read/write and 3 bytes long.
+        assert_eq!(unsafe { *(data as *const u8).add(2) }, 7);
+        assert!(b.publish().is_err());
+        assert!(b.allocate(&layout).is_err());
+    }
+
+    #[test]
+    fn alignment_larger_than_a_page_is_honoured() {
+        let mut b = MmapBackend::new();
+        let align = 16 * b.page_size();
+        let layout = Layout::new([request(8, align), request(0, 1), request(0, 1)]);
+        let placement = b.allocate(&layout).expect("mmap");
+        assert_eq!(placement.target(SegmentKind::Code) % align, 0);
+        assert_eq!(placement.target(SegmentKind::ReadOnly), 0, "empty segment");
+        assert!(b.segment_mut(SegmentKind::ReadOnly).is_none());
     }
 
     #[test]
     fn unallocated_backend_refuses_work() {
         let mut b = MmapBackend::new();
-        assert!(b.memory().is_empty());
-        assert!(b.protect(0, 4096, Protection::ReadOnly).is_err());
+        assert!(b.segment_mut(SegmentKind::Code).is_none());
+        assert!(b.publish().is_err());
+        assert_eq!(b.region(), None);
+    }
+
+    #[test]
+    fn oversized_request_is_an_error_with_its_size() {
+        let mut b = MmapBackend::new();
+        let layout = Layout::new([request(1 << 62, 16), request(0, 1), request(0, 1)]);
+        let err = b.allocate(&layout).expect_err("refused");
+        assert_eq!(err.size, 1 << 62);
+        assert_ne!(err.code, 0, "{err}");
     }
 }

@@ -36,7 +36,7 @@ fn float_and_double_arguments_and_returns() {
     for opt in ["-O0", "-O1", "-O2", "-O3"] {
         let object = compile(KERNELS, opt);
         let mut memory = MmapBackend::new();
-        let page = elfjit_core::MemoryBackend::page_size(&memory);
+        let page = memory.page_size();
         let mut plan = Plan::new(&[&object], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let get = |name: &str| image.symbol(name).unwrap_or_else(|| panic!("no {name}")) as usize;

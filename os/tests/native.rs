@@ -18,7 +18,7 @@ struct Loaded {
 impl Loaded {
     fn new(object: &[u8]) -> Loaded {
         let mut memory = MmapBackend::new();
-        let page = elfjit_core::MemoryBackend::page_size(&memory);
+        let page = memory.page_size();
         let mut plan = Plan::new(&[object], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let symbols = image

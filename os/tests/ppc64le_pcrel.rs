@@ -70,7 +70,7 @@ fn power10_kernels_run() {
         let pcrel = compile(PCREL, "-mcpu=pwr10", opt);
         let toc = compile(TOC, "-mcpu=pwr8", opt);
         let mut memory = MmapBackend::new();
-        let page = elfjit_core::MemoryBackend::page_size(&memory);
+        let page = memory.page_size();
         let mut plan = Plan::new(&[&pcrel, &toc], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let get = |name: &str| image.symbol(name).unwrap_or_else(|| panic!("no {name}")) as usize;
@@ -127,7 +127,7 @@ fn toc_pointer_is_restored_after_external_calls() {
     for opt in ["-O0", "-O1", "-O2", "-O3"] {
         let object = compile(RESTORE, "-mcpu=pwr8", opt);
         let mut memory = MmapBackend::new();
-        let page = elfjit_core::MemoryBackend::page_size(&memory);
+        let page = memory.page_size();
         let mut plan = Plan::new(&[&object], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let k = image.symbol("k").expect("k") as usize;
