@@ -479,9 +479,9 @@ emulated_arches! {
         ppc64le => Arch::Ppc64le,
         aarch64 => Arch::Aarch64,
         loongarch64 => Arch::Loongarch64,
+        riscv64 => Arch::Riscv64,
     ]
     disabled: [
-        riscv64 => Arch::Riscv64,
     ]
 }
 
