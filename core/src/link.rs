@@ -7,7 +7,7 @@ use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
 use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
-use crate::plan::{Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
+use crate::plan::{terminator_size, Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
 
 /// One applied relocation, reported to a link observer (used by `elfjit inspect`).
 #[derive(Clone, Copy, Debug)]
@@ -126,7 +126,13 @@ impl<'a> Plan<'a> {
                 if place.zeroed {
                     dest.fill(0);
                 } else {
-                    dest.copy_from_slice(entry.object.section(index)?.data);
+                    let section = entry.object.section(index)?;
+                    dest.copy_from_slice(section.data);
+                    let terminator = terminator_size(section.name);
+                    if terminator != 0 {
+                        let end = place.segment_offset.saturating_add(place.size);
+                        slice_mut(memory, end, terminator)?.fill(0);
+                    }
                 }
             }
         }
