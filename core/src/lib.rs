@@ -25,7 +25,7 @@ pub mod plan;
 
 pub use arch::{Applied, Arch, Via};
 pub use error::{BackendError, Error, Name, RelocError, RelocProblem, Result};
-pub use link::{Global, Image, RelocRecord};
+pub use link::{Global, Image, RelocRecord, Stub};
 pub use memory::{
     Layout, MemoryBackend, NoSymbols, Placement, Protection, Segment, SegmentKind, SegmentRequest,
     SliceBackend, SymbolResolver,

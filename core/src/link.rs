@@ -454,6 +454,26 @@ impl<'a> Image<'_, 'a> {
         self.globals().filter(|g| g.is_function)
     }
 
+    /// The far-call stubs (veneers on aarch64) the linker wrote, one per external symbol
+    /// called from too far away, in link order of the symbols they reach.
+    pub fn stubs(&self) -> impl Iterator<Item = Stub<'a>> + '_ {
+        let stub_base = self.plan.stub_base(&self.placement);
+        let size = arch::stub_size(self.plan.arch);
+        self.plan.objects.iter().flat_map(move |entry| {
+            (1..entry.object.symbol_count()).filter_map(move |index| {
+                let s = self.plan.symbols.get(entry.symbol_base as usize + index)?;
+                if s.stub == u32::MAX {
+                    return None;
+                }
+                Some(Stub {
+                    target: entry.object.symbol(index).ok()?.name,
+                    address: stub_base.wrapping_add(u64::from(s.stub) * size),
+                    size,
+                })
+            })
+        })
+    }
+
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
         self.plan.objects.iter().flat_map(move |entry| {
@@ -488,4 +508,15 @@ pub struct Global<'a> {
     pub is_function: bool,
     /// `st_other` (ppc64le keeps the local entry point offset here).
     pub other: u8,
+}
+
+/// A far-call stub (a veneer on aarch64) of a linked image.
+#[derive(Clone, Copy, Debug)]
+pub struct Stub<'a> {
+    /// The name of the symbol it jumps to.
+    pub target: &'a [u8],
+    /// Its first byte.
+    pub address: u64,
+    /// Its size in bytes.
+    pub size: u64,
 }

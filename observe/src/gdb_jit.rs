@@ -88,9 +88,9 @@ unsafe impl Send for Entry {}
 // SAFETY: `Entry` has no methods that read through its pointers without `LOCK`.
 unsafe impl Sync for Entry {}
 
-/// The symbol file for `object`: its bytes, each loaded section's `sh_addr` set to the
+/// The symbol file `object` is registered as: its bytes, each loaded section's `sh_addr` set to the
 /// address it was loaded at.
-pub(crate) fn symbol_file(module: &str, object: &LoadedObject<'_>) -> Result<Vec<u8>, Error> {
+pub fn symbol_file(module: &str, object: &LoadedObject<'_>) -> Result<Vec<u8>, Error> {
     let file = parse(module, object.bytes)?;
     let endian = file.endian();
     let header = file.elf_header();

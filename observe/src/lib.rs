@@ -27,7 +27,7 @@ mod published;
 mod safe_file;
 pub mod unwind;
 
-pub use gdb_jit::registered_entries;
+pub use gdb_jit::{registered_entries, symbol_file};
 pub use published::{CodeKind, CodeRange, LinkerCode, LoadedObject, Published};
 pub use unwind::{unwinder_kind, UnwinderKind};
 
@@ -411,10 +411,24 @@ impl<'a> Published<'a> {
                 }
             })
             .collect();
+        let kind = if image.plan().arch() == elfjit_core::Arch::Aarch64 {
+            CodeKind::Veneer
+        } else {
+            CodeKind::Stub
+        };
+        let linker_code = image
+            .stubs()
+            .map(|stub| LinkerCode {
+                target: String::from_utf8_lossy(stub.target).into_owned(),
+                address: stub.address,
+                size: stub.size,
+                kind,
+            })
+            .collect();
         Published {
             name,
             objects,
-            linker_code: Vec::new(),
+            linker_code,
         }
     }
 }

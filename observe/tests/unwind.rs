@@ -55,7 +55,7 @@ fn a_panic_in_a_callback_unwinds_through_the_kernel() {
         .unwrap_or_default();
     assert_eq!(message, "callback panicked with 11");
     // The kernel still works after a panic went through it.
-    assert_eq!(outer(doubles, 1), (1 * 2 + 1) * 2 * 3 + 7);
+    assert_eq!(outer(doubles, 3), (3 * 2 + 1) * 2 * 3 + 7);
 }
 
 // The unwinder's own walk, for the instruction addresses of every frame.
@@ -99,7 +99,7 @@ fn caller_of_the_kernel(outer: Outer) -> i32 {
 #[test]
 fn a_backtrace_in_a_callback_continues_past_the_kernel() {
     let (loaded, outer) = load();
-    assert_eq!(caller_of_the_kernel(outer), (1 * 2 + 1) * 3 + 7);
+    assert_eq!(caller_of_the_kernel(outer), (2 + 1) * 3 + 7); // x = 1: inner gets 2
     let (ips, text) = SEEN.lock().unwrap().clone();
     let within = |name: &str| {
         let (start, size) = loaded.range(name);
