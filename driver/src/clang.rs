@@ -63,6 +63,11 @@ pub struct CompileOptions {
     pub opt_level: u8,
     /// Extra clang arguments appended after the table's flags (e.g. `-DN=16`).
     pub extra_flags: Vec<String>,
+    /// DWARF debug information (`-g`): source lines for debuggers and `perf annotate`.
+    pub debug_info: bool,
+    /// Unwind tables (`-funwind-tables`), so panics and backtraces from callbacks unwind
+    /// through the kernel (the loaded `.eh_frame` is registered with the unwinder).
+    pub unwind_tables: bool,
 }
 
 impl CompileOptions {
@@ -73,8 +78,30 @@ impl CompileOptions {
             target,
             opt_level: 2,
             extra_flags: Vec::new(),
+            debug_info: false,
+            unwind_tables: false,
         }
     }
+}
+
+/// C `source` prefixed with a `#line 1 "<path>"` directive naming `path` (made absolute),
+/// so that debug information compiled from a pipe names the file it came from.
+pub fn with_file_name(source: &[u8], path: &Path) -> Vec<u8> {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut escaped = String::new();
+    for c in absolute.to_string_lossy().chars() {
+        match c {
+            '"' | '\\' => {
+                escaped.push('\\');
+                escaped.push(c);
+            }
+            '\n' | '\r' => escaped.push('?'),
+            c => escaped.push(c),
+        }
+    }
+    let mut out = format!("#line 1 \"{escaped}\"\n").into_bytes();
+    out.extend_from_slice(source);
+    out
 }
 
 /// The default limit on one clang run.

@@ -26,6 +26,9 @@ pub enum Error {
     Link(elfjit_core::Error),
     /// The OS refused memory (mmap/mprotect).
     Memory(String),
+    /// Telling a profiler, debugger or unwinder about a module failed (`ELFJIT_PERF`,
+    /// `ELFJIT_GDB`, [`elfjit_observe::enable`]).
+    Observe(elfjit_observe::Error),
     /// `--entry NAME` (or a lookup by name) found no such function.
     UnknownEntry {
         name: String,
@@ -69,6 +72,7 @@ impl fmt::Display for Error {
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::Link(e) => write!(f, "{e}"),
             Error::Memory(m) => write!(f, "memory: {m}"),
+            Error::Observe(e) => write!(f, "{e}"),
             Error::UnknownEntry { name, available } => write!(
                 f,
                 "unknown entry `{name}`; global functions: {}",
@@ -100,8 +104,15 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Observe(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<elfjit_observe::Error> for Error {
+    fn from(e: elfjit_observe::Error) -> Self {
+        Error::Observe(e)
     }
 }
 

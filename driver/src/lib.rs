@@ -15,6 +15,8 @@ pub mod flags;
 pub mod inspect;
 pub mod json;
 pub mod module;
+/// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
+pub use elfjit_observe as observe;
 pub mod parallel;
 pub mod run;
 

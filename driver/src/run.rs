@@ -37,6 +37,9 @@ pub struct RunRequest {
     /// architecture (foreign targets always are). `ELFJIT_EMULATE=1` sets this for every
     /// run. See [`crate::emulate`].
     pub emulate: bool,
+    /// Compile with `-g` and register the module with the GDB JIT interface, so a debugger
+    /// can break in the kernel by name and show its source lines (`elfjit run --debug`).
+    pub debug: bool,
 }
 
 impl RunRequest {
@@ -52,6 +55,7 @@ impl RunRequest {
             args: Vec::new(),
             opt_level: 2,
             emulate: false,
+            debug: false,
         }
     }
 }
@@ -192,6 +196,17 @@ fn run_inner(
     let emulated = req.emulate || emulate::forced_by_env() || host.arch != Some(req.target);
     let mut opts = CompileOptions::new(req.lang, req.target);
     opts.opt_level = req.opt_level;
+    if req.debug {
+        if emulated {
+            return Err(Error::BadArgument {
+                what: "--debug".into(),
+                reason: "debugging runs on the host only; an emulated kernel runs inside qemu"
+                    .into(),
+            });
+        }
+        opts.debug_info = true;
+        elfjit_observe::enable(elfjit_observe::Features::GDB)?;
+    }
     let flags_host = if emulated {
         emulate::compile_host()
     } else {

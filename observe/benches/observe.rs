@@ -38,14 +38,26 @@ fn compile(extra: &[&str]) -> Vec<u8> {
         _ => "--target=x86_64-none-unknown-elf",
     };
     let mut child = Command::new(std::env::var("ELFJIT_CLANG").unwrap_or("clang-19".into()))
-        .args([target, "-c", "-O2", "-fPIC", "-ffreestanding", "-fno-stack-protector"])
+        .args([
+            target,
+            "-c",
+            "-O2",
+            "-fPIC",
+            "-ffreestanding",
+            "-fno-stack-protector",
+        ])
         .args(extra)
         .args(["-x", "c", "-", "-o", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("clang-19");
-    child.stdin.take().unwrap().write_all(source().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(source().as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     out.stdout
@@ -69,7 +81,8 @@ fn bench(c: &mut Criterion) {
             let mut plan = Plan::new(&[&plain[..]], memory.page_size()).unwrap();
             let image = plan.link(&mut memory, &mut ProcessResolver).unwrap();
             // SAFETY: `memory` outlives the (absent) registration.
-            let published = unsafe { elfjit_observe::observe_image("bench", &[&plain[..]], &image) };
+            let published =
+                unsafe { elfjit_observe::observe_image("bench", &[&plain[..]], &image) };
             black_box(published.unwrap());
         })
     });
@@ -81,7 +94,9 @@ fn bench(c: &mut Criterion) {
     let image = plan.link(&mut memory, &mut ProcessResolver).unwrap();
     let mut unwind_memory = MmapBackend::new();
     let mut unwind_plan = Plan::new(&[&unwind[..]], unwind_memory.page_size()).unwrap();
-    let unwind_image = unwind_plan.link(&mut unwind_memory, &mut ProcessResolver).unwrap();
+    let unwind_image = unwind_plan
+        .link(&mut unwind_memory, &mut ProcessResolver)
+        .unwrap();
     let dir = std::env::temp_dir().join(format!("elfjit-observe-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut group = c.benchmark_group("publish");

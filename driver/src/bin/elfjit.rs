@@ -26,7 +26,7 @@ clang: $ELFJIT_CLANG if set, else `clang` in PATH, else the newest `clang-NN` in
 ";
 
 const RUN_USAGE: &str = "\
-elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--emulate] [--ret TYPE] [--arg SPEC]... [--cache] [--json]
+elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--emulate] [--ret TYPE] [--arg SPEC]... [--cache] [--debug] [--json]
   FILE        .c (C), .ll (LLVM IR), or '-' for stdin (then --lang is required)
   --entry     default: the object's only global function; several -> error listing them
   --target    x86_64 | aarch64 | riscv64 | loongarch64 | ppc64le; default: the host.
@@ -49,6 +49,10 @@ elfjit run FILE [--lang c|ir] [--entry NAME] [--target ARCH] [--emulate] [--ret 
               ($ELFJIT_CACHE_DIR/objects, else ~/.cache/elfjit/objects; keyed by source,
               language, flags, target and clang version); --json then adds
               \"cache\": \"hit\"|\"miss\", and a hit's compile time is the lookup
+  --debug     compile with -g and register the kernel with the GDB JIT interface, so
+              `gdb --args elfjit run k.c --debug ...` can `break KERNEL` (pending) and
+              stop at its source line (host only). ELFJIT_GDB=1 registers without -g;
+              ELFJIT_PERF=map|jitdump writes perf's symbol files (see the README)
   --json      exactly one JSON object on stdout:
               {\"target\": \"...\", \"entry\": \"...\", \"return\": <number>|null,
                \"args\": [<scalar as given> | [<buffer values after the call>], ...],
@@ -226,6 +230,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
     let mut emulate = false;
     let mut opt_level = 2u8;
     let mut use_cache = false;
+    let mut debug = false;
 
     let mut cur = Cursor { args, pos: 0 };
     while let Some(a) = cur.next() {
@@ -238,6 +243,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
             "--json" => json = true,
             "--emulate" => emulate = true,
             "--cache" => use_cache = true,
+            "--debug" => debug = true,
             "--lang" => lang = Some(parse_lang(cur.value(flag, inline)?)?),
             "--entry" => entry = Some(cur.value(flag, inline)?.to_string()),
             "--target" => target = Some(parse_target(cur.value(flag, inline)?)?),
@@ -275,7 +281,11 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
         Some(t) => t,
         None => host_arch()?,
     };
-    let source = read_input(file)?;
+    let mut source = read_input(file)?;
+    if debug && lang == Lang::C && file != "-" {
+        // clang reads the source from a pipe: name the file for the debug information.
+        source = elfjit::clang::with_file_name(&source, Path::new(file));
+    }
 
     let mut req = RunRequest::new(source, lang);
     req.entry = entry;
@@ -284,6 +294,7 @@ fn cmd_run(args: &[String]) -> Result<(), Failure> {
     req.args = specs;
     req.opt_level = opt_level;
     req.emulate = emulate;
+    req.debug = debug;
     let compiler = Compiler::find()?;
     let (outcome, status) = if use_cache {
         let (o, s) = run_cached(&compiler, &Cache::from_env(), &req)?;
