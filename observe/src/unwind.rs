@@ -25,7 +25,7 @@ pub(crate) struct Unwinder {
     per_fde: bool,
 }
 
-/// Which unwinder a process has, as [`unwinder`] found it.
+/// Which unwinder a process has (see [`unwinder_kind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnwinderKind {
     /// libgcc's (`__register_frame` takes a terminated `.eh_frame`).
