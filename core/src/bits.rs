@@ -80,13 +80,6 @@ pub const fn hi20(v: i128) -> i128 {
     (v + 0x800) >> 12
 }
 
-/// The "high adjusted" 16 bits (Power `@ha`): `(v + 0x8000) >> 16`, so that
-/// `(ha << 16) + sign_extend(lo16, 16) == v`.
-#[inline]
-pub const fn ha16(v: i128) -> i128 {
-    (v + 0x8000) >> 16
-}
-
 /// Reads `N` little-endian bytes at the start of `buf`.
 #[inline]
 fn read<const N: usize>(buf: &[u8]) -> Option<[u8; N]> {
@@ -195,8 +188,6 @@ mod tests {
         ] {
             let lo = sign_extend((v & 0xfff) as u64, 12) as i128;
             assert_eq!((hi20(v) << 12) + lo, v);
-            let lo16 = sign_extend((v & 0xffff) as u64, 16) as i128;
-            assert_eq!((ha16(v) << 16) + lo16, v);
         }
         assert_eq!(insert(0xffff_ffff, 0, 15, 8), 0xffff_00ff);
         assert_eq!(insert(0, 0x1ff, 15, 8), 0x0000_ff00);

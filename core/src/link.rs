@@ -2,7 +2,7 @@
 //! relocations, protect, flush. Nothing here allocates or searches per relocation: every
 //! lookup is an index into a table the plan built.
 
-use crate::arch::{self, Applied, HiInput, Pair, RelocInput, StubInput};
+use crate::arch::reloc::{Applied, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
@@ -180,7 +180,7 @@ impl<'a> Plan<'a> {
     }
 
     fn write_got_and_stubs(&self, memory: &mut [u8], base: u64) -> Result<()> {
-        let stub_size = arch::stub_size(self.arch);
+        let stub_size = self.arch.stub_size();
         let got_base = base.wrapping_add(self.got_offset);
         for symbol in self.symbols.iter() {
             if symbol.got_slot != u32::MAX {
@@ -200,11 +200,11 @@ impl<'a> Plan<'a> {
                         .then(|| got_base + u64::from(symbol.got_slot) * GOT_SLOT_SIZE),
                     got_base,
                 };
-                arch::write_stub(self.arch, slice_mut(memory, offset, stub_size)?, &stub).ok_or(
-                    Error::BackendMismatch {
+                self.arch
+                    .write_stub(slice_mut(memory, offset, stub_size)?, &stub)
+                    .ok_or(Error::BackendMismatch {
                         what: "stub outside memory",
-                    },
-                )?;
+                    })?;
             }
         }
         Ok(())
@@ -218,8 +218,8 @@ impl<'a> Plan<'a> {
     ) -> Result<()> {
         let got_base = base.wrapping_add(self.got_offset);
         let stub_base = base.wrapping_add(self.stub_offset);
-        let stub_size = arch::stub_size(self.arch);
-        let pairs = arch::has_pairs(self.arch);
+        let stub_size = self.arch.stub_size();
+        let pairs = self.arch.has_pairs();
         let mut next_lo = 0usize;
         for (obj, rela_index, target) in self.relocation_sections() {
             let Some(entry) = self.objects.get(obj) else {
@@ -249,7 +249,10 @@ impl<'a> Plan<'a> {
                 };
                 // A low half takes the next recorded pair, in the pre-scan's order.
                 let hi = if pairs
-                    && arch::classify(self.arch, rela.r_type).is_some_and(|c| c.pair == Pair::Lo)
+                    && self
+                        .arch
+                        .classify(rela.r_type)
+                        .is_some_and(|c| c.pair == Pair::Lo)
                 {
                     let hi = self
                         .lo_links
@@ -274,25 +277,19 @@ impl<'a> Plan<'a> {
                 };
                 let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
                 let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
-                let applied = arch::apply(self.arch, &input, place_bytes).map_err(|failure| {
+                let applied = self.arch.apply(&input, place_bytes).map_err(|failure| {
                     Error::Relocation(RelocError {
+                        object: obj as u32,
+                        object_name: None,
                         arch: self.arch,
                         r_type: rela.r_type,
+                        name: self.arch.reloc_name(rela.r_type),
                         section: entry.object.section_name(target),
                         offset: rela.offset,
-                        symbol: Name::new(entry.object.symbol(rela.symbol as usize).map_or(
-                            &b"?"[..],
-                            |s| {
-                                if s.name.is_empty() {
-                                    entry
-                                        .object
-                                        .section(usize::from(s.shndx))
-                                        .map_or(&b"?"[..], |sec| sec.name)
-                                } else {
-                                    s.name
-                                }
-                            },
-                        )),
+                        symbol: entry.object.symbol_name(rela.symbol as usize),
+                        s,
+                        a: rela.addend,
+                        p: input.p,
                         value: failure.value,
                         problem: failure.problem,
                     })
