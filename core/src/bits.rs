@@ -1,6 +1,6 @@
 //! Bit and byte helpers shared by every architecture: field extraction, sign extension,
-//! range checks, and little-endian reads/writes that report short buffers instead of
-//! panicking.
+//! the signed-field test, and little-endian reads/writes that report short buffers instead
+//! of panicking. (Relocation range checks are [`crate::error::Range`]s, in `arch::reloc`.)
 
 /// Bits `hi..=lo` of `v`, shifted down to bit 0. `hi` must be < 64 and >= `lo`.
 #[inline]
@@ -38,31 +38,6 @@ pub const fn fits_signed(v: i128, width: u32) -> bool {
     }
     let half = 1i128 << (width - 1);
     v >= -half && v < half
-}
-
-/// Whether `v` fits an unsigned field of `width` bits.
-#[inline]
-pub const fn fits_unsigned(v: i128, width: u32) -> bool {
-    if width > 126 {
-        return v >= 0;
-    }
-    v >= 0 && v < (1i128 << width)
-}
-
-/// Whether `v` fits `width` bits either as signed or as unsigned: the check for plain data
-/// relocations (R_*_32, R_*_16) whose consumer may read the field either way.
-#[inline]
-pub const fn fits_either(v: i128, width: u32) -> bool {
-    if width == 0 || width > 126 {
-        return width > 126 || v == 0;
-    }
-    v >= -(1i128 << (width - 1)) && v < (1i128 << width)
-}
-
-/// Whether `v` is a multiple of `align` (a power of two).
-#[inline]
-pub const fn is_aligned(v: i128, align: u64) -> bool {
-    v & (align as i128 - 1) == 0
 }
 
 /// `word` with bits `hi..=lo` replaced by the low bits of `value` (other bits untouched).
@@ -113,12 +88,6 @@ pub fn read_u64(buf: &[u8]) -> Option<u64> {
     read::<8>(buf).map(u64::from_le_bytes)
 }
 
-/// Writes a byte.
-#[inline]
-pub fn write_u8(buf: &mut [u8], v: u8) -> Option<()> {
-    write(buf, &[v])
-}
-
 /// Writes a little-endian u16.
 #[inline]
 pub fn write_u16(buf: &mut [u8], v: u16) -> Option<()> {
@@ -167,12 +136,6 @@ mod tests {
         assert!(fits_signed(i32::MIN as i128, 32));
         assert!(!fits_signed(i32::MAX as i128 + 1, 32));
         assert!(!fits_signed(i32::MIN as i128 - 1, 32));
-        assert!(fits_unsigned(u32::MAX as i128, 32));
-        assert!(!fits_unsigned(u32::MAX as i128 + 1, 32));
-        assert!(!fits_unsigned(-1, 32));
-        assert!(fits_either(-1, 32));
-        assert!(fits_either(u32::MAX as i128, 32));
-        assert!(!fits_either(i32::MIN as i128 - 1, 32));
     }
 
     #[test]
@@ -191,8 +154,6 @@ mod tests {
         }
         assert_eq!(insert(0xffff_ffff, 0, 15, 8), 0xffff_00ff);
         assert_eq!(insert(0, 0x1ff, 15, 8), 0x0000_ff00);
-        assert!(is_aligned(-8, 4));
-        assert!(!is_aligned(6, 4));
     }
 
     #[test]

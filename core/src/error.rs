@@ -2,7 +2,7 @@
 //! entry) and with which values, and none of them borrows the input, so they outlive the
 //! object bytes.
 //!
-//! This module depends only on [`Arch`](crate::arch::Arch): a relocation's name is captured
+//! This module depends only on [`Arch`]: a relocation's name is captured
 //! as a `&'static str` when its error is built, so displaying an error needs no table.
 
 use crate::arch::Arch;

@@ -132,14 +132,14 @@ relocations! {
     // The page delta of pcalau12i: ±2 GiB, or any distance as the first of an
     // extreme-model sequence.
     R_LARCH_PCALA_HI20: data(4), "PAGE(S + A + 0x800) - PAGE(P)",
-        "signed 32 bits unless an extreme tail follows: bits [31:12] into si20",
+        "signed 32 bits unless an extreme tail follows: bits 31..12 into si20",
         |r, at| hi20(at, page_delta(sa(r), r.p), Via::Direct);
     R_LARCH_PCALA_LO12: data(4), "(S + A) & 0xfff", "none: si12 (or jirl's offs16, 4-aligned)",
         |r, at| lo12(at, r.sa(), Via::Direct);
     // The extreme model: bits [51:32] and [63:52] of S + A - PAGE(pcalau12i).
-    R_LARCH_PCALA64_LO20: data(4), "S + A - PAGE(P - 8), bits [51:32]", "none: si20 of lu32i.d",
+    R_LARCH_PCALA64_LO20: data(4), "S + A - PAGE(P - 8), bits 51..32", "none: si20 of lu32i.d",
         |r, at| lo20(at, page_split(sa(r), r.p.wrapping_sub(8)).lo20, r.sa(), Via::Direct);
-    R_LARCH_PCALA64_HI12: data(4), "S + A - PAGE(P - 12), bits [63:52]", "none: si12 of lu52i.d",
+    R_LARCH_PCALA64_HI12: data(4), "S + A - PAGE(P - 12), bits 63..52", "none: si12 of lu52i.d",
         |r, at| hi12(at, page_split(sa(r), r.p.wrapping_sub(12)).hi12, r.sa(), Via::Direct);
     // The same four with G + A: the address of the symbol's GOT slot.
     R_LARCH_GOT_PC_HI20: got(4), "PAGE(G + A + 0x800) - PAGE(P)",
@@ -149,35 +149,35 @@ relocations! {
     R_LARCH_GOT_PC_LO12: got(4), "(G + A) & 0xfff", "none: si12", |r, at| {
         lo12(at, ga(r)?.into(), Via::Got)
     };
-    R_LARCH_GOT64_PC_LO20: got(4), "G + A - PAGE(P - 8), bits [51:32]", "none: si20", |r, at| {
+    R_LARCH_GOT64_PC_LO20: got(4), "G + A - PAGE(P - 8), bits 51..32", "none: si20", |r, at| {
         let g = ga(r)?;
         lo20(at, page_split(g, r.p.wrapping_sub(8)).lo20, g.into(), Via::Got)
     };
-    R_LARCH_GOT64_PC_HI12: got(4), "G + A - PAGE(P - 12), bits [63:52]", "none: si12", |r, at| {
+    R_LARCH_GOT64_PC_HI12: got(4), "G + A - PAGE(P - 12), bits 63..52", "none: si12", |r, at| {
         let g = ga(r)?;
         hi12(at, page_split(g, r.p.wrapping_sub(12)).hi12, g.into(), Via::Got)
     };
     // Absolute S + A: bits [31:12] (`lu12i.w`), [11:0] (`ori`, zero-extended: no rounding),
     // [51:32] (`lu32i.d`), [63:52] (`lu52i.d`).
-    R_LARCH_ABS_HI20: data(4), "S + A, bits [31:12]", "signed 32 bits unless an extreme tail follows",
+    R_LARCH_ABS_HI20: data(4), "S + A, bits 31..12", "signed 32 bits unless an extreme tail follows",
         |r, at| hi20(at, i128::from(sa(r) as i64), Via::Direct);
-    R_LARCH_ABS_LO12: data(4), "S + A, bits [11:0]", "none: ui12 of ori",
+    R_LARCH_ABS_LO12: data(4), "S + A, bits 11..0", "none: ui12 of ori",
         |r, at| lo12(at, sa(r).into(), Via::Direct);
-    R_LARCH_ABS64_LO20: data(4), "S + A, bits [51:32]", "none: si20 of lu32i.d",
+    R_LARCH_ABS64_LO20: data(4), "S + A, bits 51..32", "none: si20 of lu32i.d",
         |r, at| lo20(at, upper20(sa(r)), sa(r).into(), Via::Direct);
-    R_LARCH_ABS64_HI12: data(4), "S + A, bits [63:52]", "none: si12 of lu52i.d",
+    R_LARCH_ABS64_HI12: data(4), "S + A, bits 63..52", "none: si12 of lu52i.d",
         |r, at| hi12(at, top12(sa(r)), sa(r).into(), Via::Direct);
     // The same with G + A, absolute.
-    R_LARCH_GOT_HI20: got(4), "G + A, bits [31:12]", "signed 32 bits unless an extreme tail follows",
+    R_LARCH_GOT_HI20: got(4), "G + A, bits 31..12", "signed 32 bits unless an extreme tail follows",
         |r, at| hi20(at, i128::from(ga(r)? as i64), Via::Got);
-    R_LARCH_GOT_LO12: got(4), "G + A, bits [11:0]", "none", |r, at| {
+    R_LARCH_GOT_LO12: got(4), "G + A, bits 11..0", "none", |r, at| {
         lo12(at, ga(r)?.into(), Via::Got)
     };
-    R_LARCH_GOT64_LO20: got(4), "G + A, bits [51:32]", "none", |r, at| {
+    R_LARCH_GOT64_LO20: got(4), "G + A, bits 51..32", "none", |r, at| {
         let g = ga(r)?;
         lo20(at, upper20(g), g.into(), Via::Got)
     };
-    R_LARCH_GOT64_HI12: got(4), "G + A, bits [63:52]", "none", |r, at| {
+    R_LARCH_GOT64_HI12: got(4), "G + A, bits 63..52", "none", |r, at| {
         let g = ga(r)?;
         hi12(at, top12(g), g.into(), Via::Got)
     };
@@ -200,12 +200,12 @@ fn ga(r: &RelocInput) -> Result<u64, Failure> {
     Ok((r.got()? as u64).wrapping_add_signed(r.a))
 }
 
-/// Bits [51:32] of `v`, sign-extended (what `lu32i.d` takes).
+/// Bits \[51:32\] of `v`, sign-extended (what `lu32i.d` takes).
 fn upper20(v: u64) -> i64 {
     sign_extend(bits(v, 51, 32), 20)
 }
 
-/// Bits [63:52] of `v`, sign-extended (what `lu52i.d` takes).
+/// Bits \[63:52\] of `v`, sign-extended (what `lu52i.d` takes).
 fn top12(v: u64) -> i64 {
     sign_extend(bits(v, 63, 52), 12)
 }
@@ -230,7 +230,7 @@ fn branch(
     patch32(place, value, |w| encode(w, value as i64)).map(|()| Applied::direct(value))
 }
 
-/// A HI20 (`pcalau12i` page delta or `lu12i.w` absolute bits [31:12]) into si20. `value`
+/// A HI20 (`pcalau12i` page delta or `lu12i.w` absolute bits \[31:12\]) into si20. `value`
 /// must fit 32 signed bits unless an extreme-model tail follows, which supplies the upper
 /// 32 bits.
 fn hi20(place: &mut [u8], value: i128, via: Via) -> Result<Applied, Failure> {
@@ -256,12 +256,12 @@ fn lo12(place: &mut [u8], value: i128, via: Via) -> Result<Applied, Failure> {
     .map(|()| Applied { value, via })
 }
 
-/// Bits [51:32] of a 64-bit value into `lu32i.d`'s si20.
+/// Bits \[51:32\] of a 64-bit value into `lu32i.d`'s si20.
 fn lo20(place: &mut [u8], field: i64, value: i128, via: Via) -> Result<Applied, Failure> {
     patch32(place, value, |w| encode_si20(w, field)).map(|()| Applied { value, via })
 }
 
-/// Bits [63:52] of a 64-bit value into `lu52i.d`'s si12.
+/// Bits \[63:52\] of a 64-bit value into `lu52i.d`'s si12.
 fn hi12(place: &mut [u8], field: i64, value: i128, via: Via) -> Result<Applied, Failure> {
     patch32(place, value, |w| encode_si12(w, field)).map(|()| Applied { value, via })
 }
@@ -343,7 +343,7 @@ pub fn page_split(dest: u64, pc: u64) -> PageSplit {
 }
 
 /// The page delta a lone `pcalau12i` + LO12 pair needs: `(dest + 0x800) - PAGE(pc)` as a
-/// signed value (the HI20 field is its bits [31:12]; it must fit 32 signed bits).
+/// signed value (the HI20 field is its bits \[31:12\]; it must fit 32 signed bits).
 fn page_delta(dest: u64, pc: u64) -> i128 {
     i128::from((dest.wrapping_add(0x800) & !0xfff).wrapping_sub(pc & !0xfff) as i64)
 }
@@ -401,14 +401,14 @@ pub(crate) fn write_stub(buf: &mut [u8], stub: &StubInput) -> Option<()> {
     write_words(buf.get_mut(..24)?, &words)
 }
 
-/// The base ABI in `e_flags` bits [2:0]: LP64D (double-float), what Linux and the Rust
+/// The base ABI in `e_flags` bits \[2:0\]: LP64D (double-float), what Linux and the Rust
 /// `loongarch64-unknown-none` target use, and the only one elfjit links: a `float` or `double`
 /// argument must be in the register its caller puts it in. (`-mabi=lp64s`/`lp64f` objects
 /// are refused, not silently miscalled.)
 pub const REQUIRED_BASE_ABI: FileFlags = EF_LARCH_ABI_DOUBLE_FLOAT;
 
 /// `Ok` for an LP64D object; otherwise its base-ABI bits, for the error. (The object-ABI
-/// version in bits [7:6] needs no check: v0 objects use the stack-machine `SOP_*`
+/// version in bits \[7:6\] needs no check: v0 objects use the stack-machine `SOP_*`
 /// relocations, which the table does not have and the pre-scan refuses by name.)
 pub fn check_flags(e_flags: FileFlags) -> Result<(), FileFlags> {
     let abi = e_flags.larch_abi_modifier();
@@ -423,7 +423,7 @@ pub fn check_flags(e_flags: FileFlags) -> Result<(), FileFlags> {
 // Immediate fields. Each encoder returns the instruction with its field replaced (every
 // other bit untouched), or says why the value does not fit; its decoder reads it back.
 
-/// si12 in bits [21:10] (`addi.d`, `ld.*`/`st.*`, `lu52i.d`; `ori`'s ui12 is the same bits):
+/// si12 in bits \[21:10\] (`addi.d`, `ld.*`/`st.*`, `lu52i.d`; `ori`'s ui12 is the same bits):
 /// -2048..=2047.
 pub fn encode_si12(word: u32, value: i64) -> Result<u32, RelocProblem> {
     fits(i128::from(value), Range::signed(12), 1)?;
@@ -434,7 +434,7 @@ pub fn decode_si12(word: u32) -> i64 {
     sign_extend(bits(u64::from(word), 21, 10), 12)
 }
 
-/// si16 in bits [25:10] (`jirl`'s offs16, before its shift by 2): -32768..=32767.
+/// si16 in bits \[25:10\] (`jirl`'s offs16, before its shift by 2): -32768..=32767.
 pub fn encode_si16(word: u32, value: i64) -> Result<u32, RelocProblem> {
     fits(i128::from(value), Range::signed(16), 1)?;
     Ok(insert(word, value as u64, 25, 10))
@@ -444,7 +444,7 @@ pub fn decode_si16(word: u32) -> i64 {
     sign_extend(bits(u64::from(word), 25, 10), 16)
 }
 
-/// si20 in bits [24:5] (`lu12i.w`, `lu32i.d`, `pcalau12i`, `pcaddu12i`, `pcaddu18i`,
+/// si20 in bits \[24:5\] (`lu12i.w`, `lu32i.d`, `pcalau12i`, `pcaddu12i`, `pcaddu18i`,
 /// `pcaddi`): -2^19..2^19.
 pub fn encode_si20(word: u32, value: i64) -> Result<u32, RelocProblem> {
     fits(i128::from(value), Range::signed(20), 1)?;
@@ -461,7 +461,7 @@ fn branch_fits(offset: i64, bits: u32) -> Result<(), RelocProblem> {
 }
 
 /// B16 (`beq`, `bne`, `blt`, ...): a byte offset, 4-aligned, ±128 KiB, stored >> 2 as
-/// offs16 in [25:10].
+/// offs16 in \[25:10\].
 pub fn encode_b16(word: u32, offset: i64) -> Result<u32, RelocProblem> {
     branch_fits(offset, 16)?;
     Ok(insert(word, (offset >> 2) as u64, 25, 10))
@@ -472,7 +472,7 @@ pub fn decode_b16(word: u32) -> i64 {
 }
 
 /// B21 (`beqz`, `bnez`, `bceqz`, `bcnez`): 4-aligned, ±4 MiB; offs21 = offset >> 2, its
-/// bits [15:0] in [25:10] and [20:16] in [4:0].
+/// bits \[15:0\] in \[25:10\] and \[20:16\] in \[4:0\].
 pub fn encode_b21(word: u32, offset: i64) -> Result<u32, RelocProblem> {
     branch_fits(offset, 21)?;
     let offs = (offset >> 2) as u64;
@@ -484,8 +484,8 @@ pub fn decode_b21(word: u32) -> i64 {
     sign_extend(bits(w, 25, 10) | (bits(w, 4, 0) << 16), 21) << 2
 }
 
-/// B26 (`b`, `bl`): 4-aligned, ±128 MiB; offs26 = offset >> 2, its bits [15:0] in [25:10]
-/// and [25:16] in [9:0].
+/// B26 (`b`, `bl`): 4-aligned, ±128 MiB; offs26 = offset >> 2, its bits \[15:0\] in \[25:10\]
+/// and \[25:16\] in \[9:0\].
 pub fn encode_b26(word: u32, offset: i64) -> Result<u32, RelocProblem> {
     branch_fits(offset, 26)?;
     let offs = (offset >> 2) as u64;

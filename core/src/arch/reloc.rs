@@ -1,6 +1,6 @@
 //! The vocabulary every architecture file uses: what the pre-scan needs to know about a
 //! relocation type ([`Class`]), one row of an architecture's table ([`Relocation`]) and the
-//! [`relocations!`] macro that turns the table into `classify`, the names, the documented
+//! `relocations!` macro that turns the table into `classify`, the names, the documented
 //! `RELOCATIONS` list and `apply`; the inputs of one relocation ([`RelocInput`]), what
 //! applying reports ([`Applied`], [`Failure`]), and the helpers the architectures share.
 //!
@@ -140,7 +140,7 @@ macro_rules! relocations {
         /// |---|---|---|---|
         #[doc = concat!($(
             "| `", stringify!($name), "` | ", $value, " | ", $check, " | `",
-            stringify!($kind($($arg),*)), "` |\n",
+            stringify!($kind), "(", stringify!($($arg),*), ")` |\n",
         )*)]
         pub const RELOCATIONS: &[$crate::arch::reloc::Relocation] = &[$(
             $crate::arch::reloc::Relocation {
