@@ -2,7 +2,7 @@
 //! bytes is checked here, so the planner and linker work on values known to be in bounds.
 
 use crate::arch::Arch;
-use crate::error::{Error, Location, Name, Result};
+use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
 use object::elf::{
     self, FileFlags, FileHeader64, Rela64, RelocationType, SectionFlags, SectionHeader64,
     SectionType, Sym64, SymbolBind, SymbolSection, SymbolType,
@@ -418,6 +418,32 @@ impl<'a> Object<'a> {
             Ok(s) if s.name.is_empty() => self.section_name(usize::from(s.shndx.0)),
             Ok(s) => Name::new(s.name),
             Err(_) => Name::new(b"?"),
+        }
+    }
+
+    /// An error about relocation `rela`, which patches section `target` of this object,
+    /// the `index`-th of the link; S, P and the value are 0 until the linker fills them.
+    pub fn reloc_error(
+        &self,
+        index: usize,
+        target: usize,
+        rela: &Rela,
+        problem: RelocProblem,
+    ) -> RelocError {
+        RelocError {
+            object: u32::try_from(index).unwrap_or(u32::MAX),
+            object_name: None,
+            arch: self.arch,
+            r_type: rela.r_type,
+            name: self.arch.reloc_name(rela.r_type),
+            section: self.section_name(target),
+            offset: rela.offset,
+            symbol: self.symbol_name(rela.symbol as usize),
+            s: 0,
+            a: rela.addend,
+            p: 0,
+            value: 0,
+            problem,
         }
     }
 

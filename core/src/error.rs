@@ -150,6 +150,9 @@ pub enum RelocProblem {
     UnexpectedInstruction { word: u32 },
     /// The place has `have` bytes left in its section; the relocation writes `need`.
     ShortPlace { need: u8, have: u8 },
+    /// The place (`width` bytes at the offset) lies outside its section of `size` bytes,
+    /// or in a section without contents (`.bss`): a malformed object.
+    OutsideSection { width: u8, size: u64 },
     /// A GOT-relative relocation with a non-zero addend: the GOT slot holds S, and a slot
     /// for S + A is not something elfjit builds.
     GotAddend,
@@ -233,6 +236,11 @@ impl fmt::Display for RelocError {
                 "a GOT-relative relocation with addend {} (elfjit's GOT slots hold the \
                  symbol's address, so the addend must be 0)",
                 SignedHex(i128::from(self.a))
+            )?,
+            RelocProblem::OutsideSection { width, size } => write!(
+                f,
+                "malformed ELF object: the place ({width} bytes) lies outside the section \
+                 ({size:#x} bytes of contents)"
             )?,
             RelocProblem::Unsupported => f.write_str("relocation type not supported")?,
             RelocProblem::MissingSlot => f.write_str("no GOT slot or stub was planned for it")?,
@@ -324,27 +332,10 @@ pub enum Error {
     MixedArchitectures { first: Arch, other: Arch },
     /// A section uses a feature the loader cannot honour (TLS, constructors, ...).
     UnsupportedSection { section: Name, what: &'static str },
-    /// A relocation type elfjit does not implement for this architecture.
-    UnsupportedRelocation {
-        object: u32,
-        arch: Arch,
-        r_type: RelocationType,
-        name: &'static str,
-        section: Name,
-        offset: u64,
-    },
-    /// A relocation's place (`width` bytes at `offset`) lies outside its section of `size`
-    /// bytes (or in a section without contents).
-    RelocationOutOfBounds {
-        object: u32,
-        section: Name,
-        offset: u64,
-        width: u8,
-        size: u64,
-    },
     /// An undefined symbol nothing provides.
     UndefinedSymbol { name: Name },
-    /// A relocation value could not be written.
+    /// A relocation is refused: its type is not linked, its place lies outside its
+    /// section, its pair is missing, or its value cannot be written.
     Relocation(RelocError),
     /// A fixed-capacity table is full.
     CapacityExceeded {
@@ -380,29 +371,6 @@ impl fmt::Display for Error {
                     "section `{section}` uses {what}, which elfjit cannot load"
                 )
             }
-            Error::UnsupportedRelocation {
-                object,
-                arch,
-                r_type,
-                name,
-                section,
-                offset,
-            } => write!(
-                f,
-                "object {object}: unsupported {arch} relocation {name} ({r_type}) at \
-                 {section}+{offset:#x}"
-            ),
-            Error::RelocationOutOfBounds {
-                object,
-                section,
-                offset,
-                width,
-                size,
-            } => write!(
-                f,
-                "malformed ELF object: object {object}: relocation at {section}+{offset:#x} \
-                 ({width} bytes) lies outside the section ({size:#x} bytes)"
-            ),
             Error::UndefinedSymbol { name } => write!(f, "undefined symbol `{name}`"),
             Error::Relocation(e) => write!(f, "{e}"),
             Error::CapacityExceeded { table, capacity } => write!(

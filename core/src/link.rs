@@ -279,19 +279,12 @@ impl<'a> Plan<'a> {
                 let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
                 let applied = self.arch.apply(&input, place_bytes).map_err(|failure| {
                     Error::Relocation(RelocError {
-                        object: obj as u32,
-                        object_name: None,
-                        arch: self.arch,
-                        r_type: rela.r_type,
-                        name: self.arch.reloc_name(rela.r_type),
-                        section: entry.object.section_name(target),
-                        offset: rela.offset,
-                        symbol: entry.object.symbol_name(rela.symbol as usize),
                         s,
-                        a: rela.addend,
                         p: input.p,
                         value: failure.value,
-                        problem: failure.problem,
+                        ..entry
+                            .object
+                            .reloc_error(obj, target, &rela, failure.problem)
                     })
                 })?;
                 observer(&RelocRecord {

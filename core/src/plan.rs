@@ -6,7 +6,7 @@ use crate::arch::reloc::Pair;
 use crate::arch::Arch;
 use crate::bits::align_up;
 use crate::elf::{Object, Rela, Symbol};
-use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
+use crate::error::{Error, Location, Name, RelocProblem, Result};
 use crate::memory::Protection;
 use heapless::Vec;
 use object::elf::{self, RelocationType};
@@ -621,21 +621,8 @@ impl<'a> Plan<'a> {
             _ => None,
         };
         let index = found.ok_or_else(|| {
-            Error::Relocation(RelocError {
-                object: obj as u32,
-                object_name: None,
-                arch: self.arch,
-                r_type: rela.r_type,
-                name: self.arch.reloc_name(rela.r_type),
-                section: entry.object.section_name(target),
-                offset: rela.offset,
-                symbol: entry.object.symbol_name(rela.symbol as usize),
-                s: 0,
-                a: rela.addend,
-                p: 0,
-                value: 0,
-                problem: RelocProblem::Unpaired,
-            })
+            let problem = RelocProblem::Unpaired;
+            Error::Relocation(entry.object.reloc_error(obj, target, rela, problem))
         })?;
         self.lo_links
             .push(index as u32)
@@ -655,17 +642,11 @@ impl<'a> Plan<'a> {
         at: Location,
     ) -> Result<()> {
         let object = &entry.object;
-        let class =
-            self.arch
-                .classify(rela.r_type)
-                .ok_or_else(|| Error::UnsupportedRelocation {
-                    object: obj as u32,
-                    arch: self.arch,
-                    r_type: rela.r_type,
-                    name: self.arch.reloc_name(rela.r_type),
-                    section: object.section_name(target),
-                    offset: rela.offset,
-                })?;
+        let refuse = |problem| Error::Relocation(object.reloc_error(obj, target, rela, problem));
+        let class = self
+            .arch
+            .classify(rela.r_type)
+            .ok_or_else(|| refuse(RelocProblem::Unsupported))?;
         if class.skip {
             return Ok(());
         }
@@ -674,13 +655,10 @@ impl<'a> Plan<'a> {
             .checked_add(u64::from(class.width))
             .is_some_and(|end| end <= place.size);
         if !in_bounds || place.zeroed {
-            return Err(Error::RelocationOutOfBounds {
-                object: obj as u32,
-                section: object.section_name(target),
-                offset: rela.offset,
+            return Err(refuse(RelocProblem::OutsideSection {
                 width: class.width,
                 size: if place.zeroed { 0 } else { place.size },
-            });
+            }));
         }
         if rela.symbol as usize >= object.symbol_count() {
             return Err(Error::Malformed {
