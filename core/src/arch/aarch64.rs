@@ -21,9 +21,8 @@
 //! `apply` all come from it. Other types (TLS, `MOVW_GOTOFF`, `GOTREL`, dynamic
 //! relocations) are refused by name before memory is allocated.
 
-use super::reloc::fits;
 use super::reloc::{
-    aligned, call_target, datum, patch32, relocations, within, write_words, Applied, Failure,
+    aligned, call_target, datum, fits, patch32, relocations, within, write_words, Applied, Failure,
     RelocInput, StubAddend, StubInput, Via,
 };
 use crate::bits::{bits, insert, sign_extend};

@@ -19,7 +19,8 @@
 //! name before memory is allocated.
 
 use super::reloc::{
-    call_target, datum, relocations, write_data, Applied, RelocInput, StubAddend, StubInput,
+    call_target, datum, relocations, write_data, Applied, Failure, RelocInput, StubAddend,
+    StubInput,
 };
 use crate::error::Range;
 use object::elf::*;
@@ -92,13 +93,13 @@ fn got_base(r: &RelocInput) -> i128 {
 }
 
 /// `call rel32`: L + A - P, L = S when it is in reach, else the stub.
-fn call32(r: &RelocInput, place: &mut [u8]) -> Result<Applied, super::reloc::Failure> {
+fn call32(r: &RelocInput, place: &mut [u8]) -> Result<Applied, Failure> {
     let (value, via) = call_target(r, Range::signed(32), StubAddend::Kept);
     write_data(place, 4, value, Some(Range::signed(32))).map(|()| Applied { value, via })
 }
 
 /// G + A - P in a 32-bit signed field.
-fn got_pcrel32(r: &RelocInput, place: &mut [u8]) -> Result<Applied, super::reloc::Failure> {
+fn got_pcrel32(r: &RelocInput, place: &mut [u8]) -> Result<Applied, Failure> {
     let v = r.got()? + i128::from(r.a) - i128::from(r.p);
     write_data(place, 4, v, Some(Range::signed(32))).map(|()| Applied::got(v))
 }
@@ -119,7 +120,7 @@ pub(crate) fn write_stub(buf: &mut [u8], stub: &StubInput) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::super::reloc::testing::{input, row_input};
-    use super::super::reloc::{Failure, Via};
+    use super::super::reloc::Via;
     use super::*;
     use crate::bits::{fits_signed, read_u32, read_u64};
     use crate::error::RelocProblem;
