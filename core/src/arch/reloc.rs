@@ -1,8 +1,8 @@
 //! The vocabulary every architecture file uses: what the pre-scan needs to know about a
 //! relocation type ([`Class`]), one row of an architecture's table ([`Relocation`]) and the
 //! `relocations!` macro that turns the table into `classify`, the names, the documented
-//! `RELOCATIONS` list and `apply`; the inputs of one relocation ([`RelocInput`]), what
-//! applying reports ([`Applied`], [`Failure`]), and the helpers the architectures share.
+//! `RELOCATIONS` list and `apply`; the inputs of one relocation (`RelocInput`), what
+//! applying reports ([`Applied`], `Failure`), and the helpers the architectures share.
 //!
 //! One convention for encoders: an instruction-immediate encoder checks its own field (the
 //! range and alignment of the value it is given) and says what is wrong as a
@@ -122,7 +122,7 @@ pub struct Relocation {
 ///
 /// and the macro defines, in the invoking module, the documented `RELOCATIONS` list,
 /// `classify` and `name` (both a `match` on the rows' types) and `apply`, whose arms are
-/// the rows' expressions in the table's order (`input` is the [`RelocInput`], `place` the
+/// the rows' expressions in the table's order (`input` is the `RelocInput`, `place` the
 /// bytes from the place to the end of its section; `_` for either that is unused). An
 /// expression evaluates to `Result<Applied, Failure>`.
 macro_rules! relocations {
@@ -204,7 +204,7 @@ pub(crate) use relocations;
 
 /// The inputs of one relocation, as addresses in the target's address space.
 #[derive(Clone, Copy, Debug)]
-pub struct RelocInput {
+pub(crate) struct RelocInput {
     pub r_type: RelocationType,
     /// S: the symbol's address.
     pub s: u64,
@@ -246,7 +246,7 @@ impl RelocInput {
 
 /// The high half of a pair, as its low half needs it.
 #[derive(Clone, Copy, Debug)]
-pub struct HiInput {
+pub(crate) struct HiInput {
     pub r_type: RelocationType,
     pub s: u64,
     pub a: i64,
@@ -270,7 +270,7 @@ fn slot(got_slot: Option<u64>) -> Result<i128, Failure> {
 
 /// What a stub needs to know to reach its target.
 #[derive(Clone, Copy, Debug)]
-pub struct StubInput {
+pub(crate) struct StubInput {
     /// The stub's own address.
     pub address: u64,
     /// Where it jumps.
@@ -327,7 +327,7 @@ impl Applied {
 
 /// Why applying failed, and the computed value X it is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub problem: RelocProblem,
     pub value: i128,
 }
