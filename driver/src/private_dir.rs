@@ -20,7 +20,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -417,11 +417,6 @@ impl PrivateDir {
     /// eviction accuracy.
     pub fn touch(file: &File) {
         let _ = file.set_modified(SystemTime::now());
-    }
-
-    /// The descriptor, for `fexecve`-style uses through [`PrivateDir::fd_path`].
-    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 }
 
