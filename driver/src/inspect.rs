@@ -26,7 +26,13 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
     }
     let mut plan = Plan::new(&[object], PAGE)?;
     let image_size = plan.image_size();
-    let mut buffer = vec![0u8; image_size as usize];
+    // Up to the core's 1 GiB image limit: allocated fallibly.
+    let size = usize::try_from(image_size).unwrap_or(usize::MAX);
+    let mut buffer: Vec<u8> = Vec::new();
+    buffer
+        .try_reserve_exact(size)
+        .map_err(|_| Error::Memory(format!("cannot allocate {size} bytes to lay the image out")))?;
+    buffer.resize(size, 0);
     let mut backend = SliceBackend::new(&mut buffer, NOTIONAL_BASE, PAGE);
     let mut externals: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     let external_base = NOTIONAL_BASE + image_size + 0x1_0000;
