@@ -70,6 +70,7 @@ impl fmt::Display for Error {
                 timeout.as_secs_f64()
             ),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::Link(elfjit_core::Error::Backend(b)) => backend(f, b),
             Error::Link(e) => write!(f, "{e}"),
             Error::Memory(m) => write!(f, "memory: {m}"),
             Error::Observe(e) => write!(f, "{e}"),
@@ -89,6 +90,17 @@ impl fmt::Display for Error {
                 write!(f, "emulated run on {target}: {message}")
             }
         }
+    }
+}
+
+/// A memory backend's failure with the OS's own words for its error number (the core
+/// only carries the number).
+fn backend(f: &mut fmt::Formatter<'_>, b: &elfjit_core::BackendError) -> fmt::Result {
+    if b.code > 0 {
+        let os = std::io::Error::from_raw_os_error(b.code);
+        write!(f, "memory backend failed to {}: {os}", b.op)
+    } else {
+        write!(f, "{b}")
     }
 }
 
@@ -124,3 +136,27 @@ impl From<elfjit_core::Error> for Error {
 
 /// Shorthand used across the driver.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_errors_say_what_the_os_said() {
+        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError {
+            op: "mmap",
+            code: 12,
+        }));
+        let text = e.to_string();
+        assert!(text.contains("mmap"), "{text}");
+        assert!(
+            text.contains("Cannot allocate memory (os error 12)"),
+            "{text}"
+        );
+        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError {
+            op: "address a range outside the mapping",
+            code: 0,
+        }));
+        assert!(e.to_string().contains("outside the mapping"), "{e}");
+    }
+}

@@ -108,7 +108,7 @@ pub fn symbol_file(module: &str, object: &LoadedObject<'_>) -> Result<Vec<u8>, E
         let Some(address) = object.section_addresses.get(index).copied().flatten() else {
             continue;
         };
-        if section.sh_flags(endian) & u64::from(object::elf::SHF_ALLOC) == 0 {
+        if !section.sh_flags(endian).contains(object::elf::SHF_ALLOC) {
             continue;
         }
         // sh_addr is the third field of Elf64_Shdr: after sh_name (4), sh_type (4) and

@@ -140,7 +140,7 @@ impl Published<'_> {
             for section in file.sections() {
                 let header = section.elf_section_header();
                 if section.name_bytes().ok() != Some(b".eh_frame")
-                    || header.sh_flags(endian) & u64::from(elf::SHF_ALLOC) == 0
+                    || !header.sh_flags(endian).contains(elf::SHF_ALLOC)
                 {
                     continue;
                 }
