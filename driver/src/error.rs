@@ -98,7 +98,11 @@ impl fmt::Display for Error {
 fn backend(f: &mut fmt::Formatter<'_>, b: &elfjit_core::BackendError) -> fmt::Result {
     if b.code > 0 {
         let os = std::io::Error::from_raw_os_error(b.code);
-        write!(f, "memory backend failed to {}: {os}", b.op)
+        write!(f, "memory backend failed to {}", b.op)?;
+        if b.size != 0 {
+            write!(f, " ({} bytes)", b.size)?;
+        }
+        write!(f, ": {os}")
     } else {
         write!(f, "{b}")
     }
@@ -143,20 +147,20 @@ mod tests {
 
     #[test]
     fn backend_errors_say_what_the_os_said() {
-        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError {
-            op: "mmap",
-            code: 12,
-        }));
+        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError::new(
+            "mmap", 8192, 12,
+        )));
         let text = e.to_string();
-        assert!(text.contains("mmap"), "{text}");
+        assert!(text.contains("mmap (8192 bytes)"), "{text}");
         assert!(
             text.contains("Cannot allocate memory (os error 12)"),
             "{text}"
         );
-        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError {
-            op: "address a range outside the mapping",
-            code: 0,
-        }));
+        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError::new(
+            "address a range outside the mapping",
+            0,
+            0,
+        )));
         assert!(e.to_string().contains("outside the mapping"), "{e}");
     }
 }
