@@ -321,21 +321,40 @@ pub unsafe extern "C" fn elfjit_object_bytes(
     size: *mut usize,
 ) -> elfjit_status {
     guard(|| {
-        let (data, size) = (out(data, "data")?, out(size, "size")?);
-        // SAFETY: both checked; the caller promises they are writable.
-        unsafe {
-            data.write(ptr::null());
-            size.write(0);
-        }
-        // SAFETY: not NULL (checked); the caller promises a live object.
-        let object = unsafe { &*required(object, "object")? };
-        // SAFETY: as above.
-        unsafe {
-            data.write(object.bytes.as_ptr());
-            size.write(object.bytes.len());
-        }
-        Ok(())
+        let bytes = || {
+            // SAFETY: not NULL (checked); the caller promises a live object.
+            let object = unsafe { &*required(object, "object")? };
+            Ok((object.bytes.as_ptr(), object.bytes.len()))
+        };
+        // SAFETY: the caller promises `data` and `size` are writable.
+        unsafe { write_span(data, size, ("data", "size"), bytes) }
     })
+}
+
+/// Writes a pointer and a length through two out-pointers: NULL and 0 first, then what
+/// `value` returns if it succeeds.
+///
+/// # Safety
+/// `pointer` and `length` are each NULL or writable.
+unsafe fn write_span<T>(
+    pointer: *mut *const T,
+    length: *mut usize,
+    names: (&'static str, &'static str),
+    value: impl FnOnce() -> Result<(*const T, usize)>,
+) -> Result<()> {
+    let (pointer, length) = (out(pointer, names.0)?, out(length, names.1)?);
+    // SAFETY: both checked for NULL; the caller promises they are writable.
+    unsafe {
+        pointer.write(ptr::null());
+        length.write(0);
+    }
+    let (found, size) = value()?;
+    // SAFETY: as above.
+    unsafe {
+        pointer.write(found);
+        length.write(size);
+    }
+    Ok(())
 }
 
 /// Frees an object from `elfjit_compile`. NULL is ignored.
@@ -344,11 +363,19 @@ pub unsafe extern "C" fn elfjit_object_bytes(
 /// `object` is NULL or a live object from `elfjit_compile`, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn elfjit_object_free(object: *mut elfjit_object) {
+    // SAFETY: the caller passes NULL or an object from elfjit_compile, once.
+    unsafe { free_handle(object) };
+}
+
+/// Drops a handle this library made with `Box::into_raw`; NULL is ignored.
+///
+/// # Safety
+/// `handle` is NULL or came from `Box::into_raw` of a `Box<T>`, and is not used again.
+unsafe fn free_handle<T>(handle: *mut T) {
     guard(|| {
-        if !object.is_null() {
-            // SAFETY: the caller passes an object from Box::into_raw in elfjit_compile,
-            // once.
-            drop(unsafe { Box::from_raw(object) });
+        if !handle.is_null() {
+            // SAFETY: the caller's promise: a Box<T> turned into a raw pointer, freed once.
+            drop(unsafe { Box::from_raw(handle) });
         }
         Ok(())
     });
@@ -517,21 +544,14 @@ pub unsafe extern "C" fn elfjit_module_region(
     size: *mut usize,
 ) -> elfjit_status {
     guard(|| {
-        let (start, size) = (out(start, "start")?, out(size, "size")?);
-        // SAFETY: both checked; the caller promises they are writable.
-        unsafe {
-            start.write(ptr::null());
-            size.write(0);
-        }
-        // SAFETY: not NULL (checked); the caller promises a live module.
-        let module = unsafe { &*required(module, "module")? };
-        let (address, length) = module.module.region();
-        // SAFETY: as above.
-        unsafe {
-            start.write(address as *const c_void);
-            size.write(length);
-        }
-        Ok(())
+        let region = || {
+            // SAFETY: not NULL (checked); the caller promises a live module.
+            let module = unsafe { &*required(module, "module")? };
+            let (address, length) = module.module.region();
+            Ok((address as *const c_void, length))
+        };
+        // SAFETY: the caller promises `start` and `size` are writable.
+        unsafe { write_span(start, size, ("start", "size"), region) }
     })
 }
 
@@ -542,13 +562,8 @@ pub unsafe extern "C" fn elfjit_module_region(
 /// any address or name from it).
 #[no_mangle]
 pub unsafe extern "C" fn elfjit_module_free(module: *mut elfjit_module) {
-    guard(|| {
-        if !module.is_null() {
-            // SAFETY: the caller passes a module from Box::into_raw in a load, once.
-            drop(unsafe { Box::from_raw(module) });
-        }
-        Ok(())
-    });
+    // SAFETY: the caller passes NULL or a module from a load, once.
+    unsafe { free_handle(module) };
 }
 
 #[cfg(test)]
