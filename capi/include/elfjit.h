@@ -2,7 +2,8 @@
  * elfjit: compile C or LLVM IR with clang and load the ELF object into this process,
  * code never writable and executable at once.
  *
- * Link with -lelfjit (libelfjit.so, or libelfjit.a plus -lffi -lpthread -ldl -lm).
+ * Link with -lelfjit (libelfjit.so), or libelfjit.a plus
+ * -lffi -lgcc_s -lutil -lrt -lpthread -lm -ldl.
  * Every fallible function returns an elfjit_status; on failure elfjit_last_error()
  * gives the message, per thread. NULL pointer arguments are reported, never followed.
  */

@@ -15,6 +15,9 @@ from pathlib import Path
 
 os.environ["DEV"] = "CPU"
 os.environ["CACHELEVEL"] = "0"
+# tinygrad's own compiler runs $CC: with the switch nothing may run it, in this process or
+# in the compile workers tinygrad spawns (the tests that want it pass a real one).
+os.environ["CC"] = "/nonexistent/clang-run-by-tinygrad-itself"
 
 REPO = Path(__file__).resolve().parents[2]
 
