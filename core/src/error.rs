@@ -85,6 +85,10 @@ pub enum RelocProblem {
 /// A relocation that could not be applied, with everything needed to find it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RelocError {
+    /// The object's position in the link (0 for the first).
+    pub object: u32,
+    /// The object's name, when the caller named its objects ([`Input`](crate::Input)).
+    pub object_name: Option<Name>,
     pub arch: Arch,
     pub r_type: u32,
     pub section: Name,
@@ -100,9 +104,13 @@ impl fmt::Display for RelocError {
         let ty = arch::reloc_name(self.arch, self.r_type);
         write!(
             f,
-            "{} relocation {ty} ({}) at {}+{:#x} against `{}`: ",
-            self.arch, self.r_type, self.section, self.offset, self.symbol
+            "{} relocation {ty} ({}) at {}+{:#x}",
+            self.arch, self.r_type, self.section, self.offset
         )?;
+        if let Some(object) = &self.object_name {
+            write!(f, " in `{object}`")?;
+        }
+        write!(f, " against `{}`: ", self.symbol)?;
         match self.problem {
             RelocProblem::Overflow { bits, signed } => write!(
                 f,
@@ -181,11 +189,16 @@ pub enum Error {
     UndefinedSymbol { name: Name },
     /// A relocation value could not be written.
     Relocation(RelocError),
-    /// A fixed-capacity table is full.
-    CapacityExceeded {
+    /// Storage the caller provided for a plan's table (or the linker's scratch) is too
+    /// short: `table` names the field of [`PlanStorage`](crate::PlanStorage) (or
+    /// `"externals"`), `needed` the entries it must hold.
+    StorageTooSmall {
         table: &'static str,
-        capacity: usize,
+        needed: usize,
+        provided: usize,
     },
+    /// With the `alloc` feature: allocating a plan's table failed.
+    OutOfMemory { table: &'static str, needed: usize },
     /// The image would be larger than elfjit allows.
     ImageTooLarge { size: u64 },
     /// The memory backend failed.
@@ -231,10 +244,20 @@ impl fmt::Display for Error {
             ),
             Error::UndefinedSymbol { name } => write!(f, "undefined symbol `{name}`"),
             Error::Relocation(e) => write!(f, "{e}"),
-            Error::CapacityExceeded { table, capacity } => write!(
+            Error::StorageTooSmall {
+                table,
+                needed,
+                provided,
+            } => write!(
                 f,
-                "too many {table} for elfjit's fixed tables (capacity {capacity})"
+                "plan storage `{table}` holds {provided} entries; this link needs {needed}"
             ),
+            Error::OutOfMemory { table, needed } => {
+                write!(
+                    f,
+                    "cannot allocate {needed} entries for plan table `{table}`"
+                )
+            }
             Error::ImageTooLarge { size } => write!(f, "image of {size} bytes is too large"),
             Error::Backend(e) => write!(f, "{e}"),
             Error::BackendMismatch { what } => write!(f, "memory backend mismatch: {what}"),
@@ -259,8 +282,9 @@ mod tests {
 
     #[test]
     fn errors_stay_small_and_names_show_truncation() {
+        // A relocation error carries three names (object, section, symbol).
         assert!(
-            core::mem::size_of::<Error>() < 128,
+            core::mem::size_of::<Error>() <= 144,
             "{}",
             core::mem::size_of::<Error>()
         );

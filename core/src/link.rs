@@ -1,13 +1,20 @@
-//! Linking a planned image into backend memory: copy, resolve, fill GOT and stubs, apply
-//! relocations, protect, flush. Nothing here allocates or searches per relocation: every
-//! lookup is an index into a table the plan built.
+//! Linking a planned image into backend memory: resolve, copy, fill GOT and stubs, apply
+//! relocations, publish. The plan is only read, so one plan links as often as wanted, at
+//! different addresses or into different backends. What a link learns (the external
+//! symbols' addresses) goes into a scratch the caller lends ([`Plan::link_in`]) or, with
+//! the `alloc` feature, one allocated at its exact size ([`Plan::link`]). Nothing here
+//! searches per relocation: every lookup is an index into a table the plan built.
 
 use crate::arch::{self, Applied, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
 use crate::elf::Rela;
-use crate::error::{Error, Name, RelocError, Result};
+use crate::error::{Error, Name, Result};
 use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
-use crate::plan::{Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
+use crate::plan::{
+    Definition, ExternalSlot, GotSlot, Plan, SectionPlace, StubIndex, SymbolEntry, SymbolIndex,
+    GOT_SLOT_SIZE,
+};
+use crate::table::{Table, TableIndex, View};
 
 /// One applied relocation, reported to a link observer (used by `elfjit inspect`).
 #[derive(Clone, Copy, Debug)]
@@ -23,10 +30,104 @@ pub struct RelocRecord {
     pub applied: Applied,
 }
 
-/// A linked image: the plan plus the target addresses its segments were linked at.
-pub struct Image<'p, 'a> {
-    plan: &'p Plan<'a>,
+/// The target addresses one link computes against.
+#[derive(Clone, Copy, Debug)]
+struct Bases {
     placement: Placement,
+    /// The GOT's first byte.
+    got: u64,
+    /// The first stub.
+    stubs: u64,
+    stub_size: u64,
+}
+
+impl Bases {
+    fn new(plan: &Plan<'_>, placement: Placement) -> Bases {
+        // An image with neither read-only data nor GOT slots has no read-only segment, yet
+        // GOT-relative relocations (GOTPC32, GOTOFF64) still need one reference point near
+        // the code: its code segment's start.
+        let got = if plan.layout.get(SegmentKind::ReadOnly).size == 0 {
+            let code = placement.target(SegmentKind::Code);
+            if code != 0 {
+                code
+            } else {
+                placement.target(SegmentKind::Data)
+            }
+        } else {
+            placement
+                .target(SegmentKind::ReadOnly)
+                .wrapping_add(plan.got_offset)
+        };
+        Bases {
+            placement,
+            got,
+            stubs: placement
+                .target(SegmentKind::Code)
+                .wrapping_add(plan.stub_offset),
+            stub_size: arch::stub_size(plan.arch),
+        }
+    }
+
+    fn segment(&self, kind: SegmentKind) -> u64 {
+        self.placement.target(kind)
+    }
+
+    /// The target address of `place` (a loaded section).
+    fn section(&self, place: &SectionPlace) -> u64 {
+        self.segment(place.segment)
+            .wrapping_add(place.segment_offset)
+    }
+
+    fn got_slot(&self, slot: GotSlot) -> u64 {
+        self.got.wrapping_add(u64::from(slot) * GOT_SLOT_SIZE)
+    }
+
+    fn stub(&self, stub: StubIndex) -> u64 {
+        self.stubs.wrapping_add(u64::from(stub) * self.stub_size)
+    }
+}
+
+/// The addresses one link resolves: the plan's tables, the bases and the externals.
+#[derive(Clone, Copy)]
+struct Resolved<'t> {
+    symbols: View<'t, SymbolIndex, SymbolEntry>,
+    externals: View<'t, ExternalSlot, u64>,
+    bases: Bases,
+}
+
+impl<'t> Resolved<'t> {
+    /// The entry a reference to `symbol` uses (its alias target, if it is one).
+    fn canonical(&self, symbol: SymbolIndex) -> Option<&'t SymbolEntry> {
+        let entry = self.symbols.get(symbol)?;
+        match entry.def {
+            Definition::Alias(target) => self.symbols.get(target),
+            _ => Some(entry),
+        }
+    }
+
+    /// The address of `entry`, which is not an alias.
+    fn address(&self, entry: &SymbolEntry) -> u64 {
+        match entry.def {
+            Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => 0,
+            Definition::Absolute(value) => value,
+            Definition::Placed { segment, offset } => {
+                self.bases.segment(segment).wrapping_add(offset)
+            }
+            Definition::Common { offset } => {
+                self.bases.segment(SegmentKind::Data).wrapping_add(offset)
+            }
+            Definition::GotRelative(bias) => self.bases.got.wrapping_add_signed(bias),
+            Definition::External { slot, .. } => slot
+                .and_then(|slot| self.externals.get(slot))
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+
+    /// The address a reference to `symbol` resolves to.
+    fn address_of(&self, symbol: SymbolIndex) -> u64 {
+        self.canonical(symbol).map_or(0, |e| self.address(e))
+    }
 }
 
 /// The writable bytes of segment `kind` from `backend`.
@@ -34,13 +135,6 @@ fn segment_mut<B: MemoryBackend + ?Sized>(backend: &mut B, kind: SegmentKind) ->
     backend.segment_mut(kind).ok_or(Error::BackendMismatch {
         what: "no writable memory for a segment",
     })
-}
-
-/// The target address of `place` (a loaded section) under `placement`.
-fn section_address(placement: &Placement, place: &SectionPlace) -> u64 {
-    placement
-        .target(place.segment)
-        .wrapping_add(place.segment_offset)
 }
 
 fn slice_mut(memory: &mut [u8], offset: u64, len: u64) -> Result<&mut [u8]> {
@@ -55,9 +149,44 @@ fn slice_mut(memory: &mut [u8], offset: u64, len: u64) -> Result<&mut [u8]> {
 }
 
 impl<'a> Plan<'a> {
-    /// Links the planned image into memory from `backend`, resolving external symbols with
-    /// `resolver`.
-    pub fn link<B, R>(&mut self, backend: &mut B, resolver: &mut R) -> Result<Image<'_, 'a>>
+    /// Links the planned image into memory from `backend`, resolving external symbols
+    /// with `resolver` into `externals` (at least [`external_count`](Plan::external_count)
+    /// entries; the image keeps them for [`Image::address_of`]). The plan is not changed:
+    /// it can be linked again, elsewhere.
+    pub fn link_in<'p, B, R>(
+        &'p self,
+        backend: &mut B,
+        resolver: &mut R,
+        externals: &'p mut [u64],
+    ) -> Result<Image<'p, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+    {
+        self.link_observed_in(backend, resolver, externals, &mut |_: &RelocRecord| {})
+    }
+
+    /// Like [`link_in`](Plan::link_in), calling `observer` after each relocation is
+    /// applied.
+    pub fn link_observed_in<'p, B, R, O>(
+        &'p self,
+        backend: &mut B,
+        resolver: &mut R,
+        externals: &'p mut [u64],
+        observer: &mut O,
+    ) -> Result<Image<'p, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        let externals = Table::lent(externals, self.external_count(), "externals", 0)?;
+        self.link_into(backend, resolver, externals, observer)
+    }
+
+    /// [`link_in`](Plan::link_in) with the externals' scratch allocated at its exact size.
+    #[cfg(feature = "alloc")]
+    pub fn link<B, R>(&self, backend: &mut B, resolver: &mut R) -> Result<Image<'_, 'a>>
     where
         B: MemoryBackend + ?Sized,
         R: SymbolResolver + ?Sized,
@@ -65,9 +194,11 @@ impl<'a> Plan<'a> {
         self.link_observed(backend, resolver, &mut |_: &RelocRecord| {})
     }
 
-    /// Like [`link`](Plan::link), calling `observer` after each relocation is applied.
+    /// [`link_observed_in`](Plan::link_observed_in) with the externals' scratch allocated
+    /// at its exact size.
+    #[cfg(feature = "alloc")]
     pub fn link_observed<B, R, O>(
-        &mut self,
+        &self,
         backend: &mut B,
         resolver: &mut R,
         observer: &mut O,
@@ -77,7 +208,25 @@ impl<'a> Plan<'a> {
         R: SymbolResolver + ?Sized,
         O: FnMut(&RelocRecord) + ?Sized,
     {
-        let layout = self.layout();
+        let externals = Table::allocated(self.external_count(), "externals", 0)?;
+        self.link_into(backend, resolver, externals, observer)
+    }
+
+    fn link_into<'p, B, R, O>(
+        &'p self,
+        backend: &mut B,
+        resolver: &mut R,
+        mut externals: Table<'p, ExternalSlot, u64>,
+        observer: &mut O,
+    ) -> Result<Image<'p, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        // Before any memory is asked for: an undefined symbol leaves the backend untouched.
+        self.resolve_externals(resolver, &mut externals)?;
+        let layout = self.layout;
         let placement = backend.allocate(&layout)?;
         for kind in SegmentKind::ALL {
             let request = layout.get(kind);
@@ -98,24 +247,66 @@ impl<'a> Plan<'a> {
                 });
             }
         }
+        let resolved = Resolved {
+            symbols: self.symbols.view(),
+            externals: externals.view(),
+            bases: Bases::new(self, placement),
+        };
         self.copy_sections(backend)?;
-        self.resolve_symbols(&placement, resolver)?;
-        self.write_got_and_stubs(backend, &placement)?;
-        self.apply_relocations(backend, &placement, observer)?;
+        self.write_got_and_stubs(backend, &resolved)?;
+        self.apply_relocations(backend, &resolved, observer)?;
         backend.publish()?;
+        let bases = resolved.bases;
         Ok(Image {
             plan: self,
-            placement,
+            bases,
+            externals,
         })
+    }
+
+    /// Asks `resolver` for every referenced external, once each.
+    fn resolve_externals<R: SymbolResolver + ?Sized>(
+        &self,
+        resolver: &mut R,
+        externals: &mut Table<'_, ExternalSlot, u64>,
+    ) -> Result<()> {
+        if self.externals == 0 {
+            return Ok(());
+        }
+        for (_, entry) in self.loaded() {
+            for (local, flat) in entry.symbols() {
+                let Some(Definition::External {
+                    weak,
+                    slot: Some(slot),
+                }) = self.symbols.get(flat).map(|s| s.def)
+                else {
+                    continue;
+                };
+                let name = entry.object.symbol(local)?.name;
+                let address = match resolver.resolve(name) {
+                    Some(address) => address,
+                    None if weak => 0,
+                    None => {
+                        return Err(Error::UndefinedSymbol {
+                            name: Name::new(name),
+                        })
+                    }
+                };
+                if let Some(out) = externals.get_mut(slot) {
+                    *out = address;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn copy_sections<B: MemoryBackend + ?Sized>(&self, backend: &mut B) -> Result<()> {
         // Fresh memory that reads as zero needs no zero-fill: writing it would commit
         // every page of `.bss`.
         let zero_filled = backend.zero_filled();
-        for entry in self.objects.iter() {
+        for (_, entry) in self.loaded() {
             for index in 0..entry.object.section_count() {
-                let Some(place) = self.sections.get(entry.section_base as usize + index) else {
+                let Some(place) = entry.section(index).and_then(|i| self.sections.get(i)) else {
                     continue;
                 };
                 if !place.loaded || place.size == 0 || (place.zeroed && zero_filled) {
@@ -134,78 +325,13 @@ impl<'a> Plan<'a> {
             return Ok(());
         }
         // COMMON symbols keep their size in the object's symbol table.
-        for entry in self.objects.iter() {
-            for index in 0..entry.object.symbol_count() {
-                let flat = entry.symbol_base as usize + index;
-                if let Some(Definition::Common { offset }) = self.symbol_def(flat) {
-                    let size = entry.object.symbol(index)?.size;
-                    if size == 0 {
-                        continue;
-                    }
-                    let memory = segment_mut(backend, SegmentKind::Data)?;
-                    slice_mut(memory, offset, size)?.fill(0);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn resolve_symbols<R: SymbolResolver + ?Sized>(
-        &mut self,
-        placement: &Placement,
-        resolver: &mut R,
-    ) -> Result<()> {
-        let got_base = self.got_base(placement);
-        for obj in 0..self.objects.len() {
-            let Some(entry) = self.objects.get(obj).copied() else {
-                continue;
-            };
-            for index in 0..entry.object.symbol_count() {
-                let flat = entry.symbol_base as usize + index;
-                let Some(symbol) = self.symbols.get(flat).copied() else {
+        for (_, symbol) in self.symbols.enumerate() {
+            if let Definition::Common { offset } = symbol.def {
+                if symbol.size == 0 {
                     continue;
-                };
-                let address = match symbol.def {
-                    Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => 0,
-                    Definition::InSection { section, value } => self
-                        .sections
-                        .get(section as usize)
-                        .map_or(0, |p| section_address(placement, p))
-                        .wrapping_add(value),
-                    Definition::Absolute(value) => value,
-                    Definition::Common { offset } => {
-                        placement.target(SegmentKind::Data).wrapping_add(offset)
-                    }
-                    Definition::GotRelative(bias) => got_base.wrapping_add_signed(bias),
-                    Definition::External { weak } => {
-                        if !symbol.referenced {
-                            0
-                        } else {
-                            let name = entry.object.symbol(index)?.name;
-                            match resolver.resolve(name) {
-                                Some(address) => address,
-                                None if weak => 0,
-                                None => {
-                                    return Err(Error::UndefinedSymbol {
-                                        name: Name::new(name),
-                                    })
-                                }
-                            }
-                        }
-                    }
-                };
-                if let Some(s) = self.symbols.get_mut(flat) {
-                    s.address = address;
                 }
-            }
-        }
-        // Aliases point at entries resolved above (never at other aliases).
-        for flat in 0..self.symbols.len() {
-            if let Some(Definition::Alias(target)) = self.symbol_def(flat) {
-                let address = self.symbols.get(target as usize).map_or(0, |s| s.address);
-                if let Some(s) = self.symbols.get_mut(flat) {
-                    s.address = address;
-                }
+                let memory = segment_mut(backend, SegmentKind::Data)?;
+                slice_mut(memory, offset, symbol.size)?.fill(0);
             }
         }
         Ok(())
@@ -214,34 +340,36 @@ impl<'a> Plan<'a> {
     fn write_got_and_stubs<B: MemoryBackend + ?Sized>(
         &self,
         backend: &mut B,
-        placement: &Placement,
+        resolved: &Resolved<'_>,
     ) -> Result<()> {
-        let stub_size = arch::stub_size(self.arch);
-        let got_base = self.got_base(placement);
-        let stub_base = self.stub_base(placement);
+        let bases = &resolved.bases;
+        // Slots and stubs belong to canonical entries (never to aliases).
         if self.got_slots != 0 {
             let got = segment_mut(backend, SegmentKind::ReadOnly)?;
-            for symbol in self.symbols.iter().filter(|s| s.got_slot != u32::MAX) {
-                let offset = self.got_offset + u64::from(symbol.got_slot) * GOT_SLOT_SIZE;
-                write_u64(slice_mut(got, offset, GOT_SLOT_SIZE)?, symbol.address).ok_or(
-                    Error::BackendMismatch {
-                        what: "GOT outside memory",
-                    },
-                )?;
+            for (_, symbol) in self.symbols.enumerate() {
+                let Some(slot) = symbol.got else { continue };
+                let offset = self.got_offset + u64::from(slot) * GOT_SLOT_SIZE;
+                write_u64(
+                    slice_mut(got, offset, GOT_SLOT_SIZE)?,
+                    resolved.address(symbol),
+                )
+                .ok_or(Error::BackendMismatch {
+                    what: "GOT outside memory",
+                })?;
             }
         }
         if self.stubs != 0 {
             let code = segment_mut(backend, SegmentKind::Code)?;
-            for symbol in self.symbols.iter().filter(|s| s.stub != u32::MAX) {
-                let offset = u64::from(symbol.stub) * stub_size;
+            for (_, symbol) in self.symbols.enumerate() {
+                let Some(index) = symbol.stub else { continue };
                 let stub = StubInput {
-                    address: stub_base.wrapping_add(offset),
-                    target: symbol.address,
-                    got_slot: (symbol.got_slot != u32::MAX)
-                        .then(|| got_base + u64::from(symbol.got_slot) * GOT_SLOT_SIZE),
-                    got_base,
+                    address: bases.stub(index),
+                    target: resolved.address(symbol),
+                    got_slot: symbol.got.map(|slot| bases.got_slot(slot)),
+                    got_base: bases.got,
                 };
-                let bytes = slice_mut(code, self.stub_offset + offset, stub_size)?;
+                let offset = self.stub_offset + u64::from(index) * bases.stub_size;
+                let bytes = slice_mut(code, offset, bases.stub_size)?;
                 arch::write_stub(self.arch, bytes, &stub).ok_or(Error::BackendMismatch {
                     what: "stub outside memory",
                 })?;
@@ -253,187 +381,147 @@ impl<'a> Plan<'a> {
     fn apply_relocations<B, O>(
         &self,
         backend: &mut B,
-        placement: &Placement,
+        resolved: &Resolved<'_>,
         observer: &mut O,
     ) -> Result<()>
     where
         B: MemoryBackend + ?Sized,
         O: FnMut(&RelocRecord) + ?Sized,
     {
-        let got_base = self.got_base(placement);
-        let stub_base = self.stub_base(placement);
-        let stub_size = arch::stub_size(self.arch);
+        let bases = &resolved.bases;
         let pairs = arch::has_pairs(self.arch);
-        let mut next_lo = 0usize;
-        for (obj, rela_index, target) in self.relocation_sections() {
-            let Some(entry) = self.objects.get(obj) else {
-                continue;
-            };
-            let Some(place) = self
-                .sections
-                .get(entry.section_base as usize + target)
-                .copied()
-            else {
-                continue;
-            };
-            // An empty section has no memory (its segment may be empty too); any
-            // relocation in it that is not a hint was refused by the pre-scan.
-            let section_bytes: &mut [u8] = if place.size == 0 {
-                &mut []
-            } else {
-                let memory = segment_mut(backend, place.segment)?;
-                slice_mut(memory, place.segment_offset, place.size)?
-            };
-            let section_address = section_address(placement, &place);
-            for rela in entry.object.relocations(rela_index)? {
-                let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
-                let symbol = self.symbols.get(flat).copied();
-                let (s, got_slot, stub, size, other) = match symbol {
-                    Some(sym) => (
-                        sym.address,
-                        self.got_slot_address(sym.got_slot, got_base),
-                        (sym.stub != u32::MAX).then(|| stub_base + u64::from(sym.stub) * stub_size),
-                        sym.size,
-                        sym.other,
-                    ),
-                    None => (0, None, None, 0, 0),
+        let mut low_halves = self.low_halves.entries().iter();
+        for (object, entry) in self.loaded() {
+            let object = object.position();
+            for (rela_index, target) in crate::plan::relocation_sections(&entry.object) {
+                let Some(place) = entry.section(target).and_then(|i| self.sections.get(i)) else {
+                    continue;
                 };
-                // A low half takes the next recorded pair, in the pre-scan's order.
-                let hi = if pairs
-                    && arch::classify(self.arch, rela.r_type).is_some_and(|c| c.pair == Pair::Lo)
-                {
-                    let hi = self
-                        .lo_links
-                        .get(next_lo)
-                        .and_then(|&i| self.hi_input(i, placement, got_base));
-                    next_lo += 1;
-                    hi
+                // An empty section has no memory (its segment may be empty too); any
+                // relocation in it that is not a hint was refused by the pre-scan.
+                let section_bytes: &mut [u8] = if place.size == 0 {
+                    &mut []
                 } else {
-                    None
+                    let memory = segment_mut(backend, place.segment)?;
+                    slice_mut(memory, place.segment_offset, place.size)?
                 };
-                let input = RelocInput {
-                    r_type: rela.r_type,
-                    s,
-                    a: rela.addend,
-                    p: section_address.wrapping_add(rela.offset),
-                    got_slot,
-                    got_base,
-                    stub,
-                    size,
-                    other,
-                    hi,
-                };
-                let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
-                let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
-                let applied = arch::apply(self.arch, &input, place_bytes).map_err(|failure| {
-                    Error::Relocation(RelocError {
-                        arch: self.arch,
+                let section_address = bases.section(place);
+                let mut last_type: Option<(u32, bool)> = None;
+                for rela in entry.object.relocations(rela_index)? {
+                    let symbol = entry
+                        .symbol(rela.symbol as usize)
+                        .and_then(|s| resolved.canonical(s));
+                    let (s, got_slot, stub, size, other) = match symbol {
+                        Some(sym) => (
+                            resolved.address(sym),
+                            sym.got.map(|slot| bases.got_slot(slot)),
+                            sym.stub.map(|stub| bases.stub(stub)),
+                            sym.size,
+                            sym.other,
+                        ),
+                        None => (0, None, None, 0, 0),
+                    };
+                    // A low half takes the next recorded pair, in the pre-scan's order.
+                    let is_lo = pairs
+                        && match last_type {
+                            Some((r_type, is_lo)) if r_type == rela.r_type => is_lo,
+                            _ => {
+                                let is_lo = arch::classify(self.arch, rela.r_type)
+                                    .is_some_and(|c| c.pair == Pair::Lo);
+                                last_type = Some((rela.r_type, is_lo));
+                                is_lo
+                            }
+                        };
+                    let hi = if is_lo {
+                        low_halves
+                            .next()
+                            .and_then(|low| low.0)
+                            .and_then(|pair| self.hi_input(pair, resolved))
+                    } else {
+                        None
+                    };
+                    let input = RelocInput {
                         r_type: rela.r_type,
-                        section: entry.object.section_name(target),
-                        offset: rela.offset,
-                        symbol: Name::new(entry.object.symbol(rela.symbol as usize).map_or(
-                            &b"?"[..],
-                            |s| {
-                                if s.name.is_empty() {
-                                    entry
-                                        .object
-                                        .section(usize::from(s.shndx))
-                                        .map_or(&b"?"[..], |sec| sec.name)
-                                } else {
-                                    s.name
-                                }
-                            },
-                        )),
-                        value: failure.value,
-                        problem: failure.problem,
-                    })
-                })?;
-                observer(&RelocRecord {
-                    object: obj,
-                    section: target,
-                    rela,
-                    symbol_address: s,
-                    place_address: input.p,
-                    applied,
-                });
+                        s,
+                        a: rela.addend,
+                        p: section_address.wrapping_add(rela.offset),
+                        got_slot,
+                        got_base: bases.got,
+                        stub,
+                        size,
+                        other,
+                        hi,
+                    };
+                    let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
+                    let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
+                    let applied = arch::apply(self.arch, &input, place_bytes)
+                        .map_err(|f| self.reloc_error(object, target, &rela, f.value, f.problem))?;
+                    observer(&RelocRecord {
+                        object,
+                        section: target,
+                        rela,
+                        symbol_address: s,
+                        place_address: input.p,
+                        applied,
+                    });
+                }
             }
         }
         Ok(())
     }
-}
 
-impl Plan<'_> {
-    /// The target address of the GOT's first byte. An image with neither read-only data
-    /// nor GOT slots has no read-only segment, yet GOT-relative relocations (GOTPC32,
-    /// GOTOFF64) still need one reference point near the code: its code segment's start.
-    fn got_base(&self, placement: &Placement) -> u64 {
-        if self.layout().get(SegmentKind::ReadOnly).size == 0 {
-            let code = placement.target(SegmentKind::Code);
-            return if code != 0 {
-                code
-            } else {
-                placement.target(SegmentKind::Data)
-            };
-        }
-        placement
-            .target(SegmentKind::ReadOnly)
-            .wrapping_add(self.got_offset)
-    }
-
-    /// The target address of the first stub.
-    fn stub_base(&self, placement: &Placement) -> u64 {
-        placement
-            .target(SegmentKind::Code)
-            .wrapping_add(self.stub_offset)
-    }
-
-    fn got_slot_address(&self, slot: u32, got_base: u64) -> Option<u64> {
-        (slot != u32::MAX).then(|| got_base + u64::from(slot) * GOT_SLOT_SIZE)
-    }
-
-    /// The inputs of high half `index`, for its low halves.
-    fn hi_input(&self, index: u32, placement: &Placement, got_base: u64) -> Option<HiInput> {
-        let hi = self.his.get(index as usize)?;
-        let symbol = self.symbols.get(hi.symbol as usize)?;
-        let section = self.sections.get(hi.section as usize)?;
+    /// The inputs of high half `pair`, for its low halves.
+    fn hi_input(&self, pair: crate::plan::PairIndex, resolved: &Resolved<'_>) -> Option<HiInput> {
+        let hi = self.high_halves.get(pair)?;
+        let symbol = hi.symbol.and_then(|s| resolved.canonical(s))?;
         Some(HiInput {
             r_type: hi.r_type,
-            s: symbol.address,
+            s: resolved.address(symbol),
             a: hi.addend,
-            p: section_address(placement, section).wrapping_add(hi.offset),
-            got_slot: self.got_slot_address(symbol.got_slot, got_base),
+            p: resolved.bases.segment(hi.segment).wrapping_add(hi.offset),
+            got_slot: symbol.got.map(|slot| resolved.bases.got_slot(slot)),
         })
     }
 }
 
-impl<'a> Image<'_, 'a> {
+/// A linked image: the plan, the target addresses its segments were linked at, and the
+/// addresses its external symbols resolved to.
+pub struct Image<'p, 'a> {
+    plan: &'p Plan<'a>,
+    bases: Bases,
+    externals: Table<'p, ExternalSlot, u64>,
+}
+
+impl<'p, 'a> Image<'p, 'a> {
+    fn resolved(&self) -> Resolved<'_> {
+        Resolved {
+            symbols: self.plan.symbols.view(),
+            externals: self.externals.view(),
+            bases: self.bases,
+        }
+    }
+
     /// Where the backend placed each segment.
     pub fn placement(&self) -> Placement {
-        self.placement
+        self.bases.placement
     }
 
     /// The target address of section `index` of object `object`, if it was loaded.
     pub fn section_address(&self, object: usize, index: usize) -> Option<u64> {
         let place = self.plan.section_place(object, index)?;
-        place
-            .loaded
-            .then(|| section_address(&self.placement, &place))
+        place.loaded.then(|| self.bases.section(&place))
     }
 
     /// The plan the image was linked from.
-    pub fn plan(&self) -> &Plan<'a> {
+    pub fn plan(&self) -> &'p Plan<'a> {
         self.plan
     }
 
     /// The address symbol `index` of object `object` resolved to (0 for an unreferenced
     /// external), or `None` if there is no such symbol.
     pub fn address_of(&self, object: usize, index: usize) -> Option<u64> {
-        let entry = self.plan.objects.get(object)?;
-        if index >= entry.object.symbol_count() {
-            return None;
-        }
-        let flat = self.plan.canonical(entry.symbol_base as usize + index);
-        self.plan.symbols.get(flat).map(|s| s.address)
+        let symbol = self.plan.object(object)?.symbol(index)?;
+        Some(self.resolved().address_of(symbol))
     }
 
     /// The target address of a global symbol defined in the image.
@@ -450,20 +538,20 @@ impl<'a> Image<'_, 'a> {
 
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
-        self.plan.objects.iter().flat_map(move |entry| {
-            (1..entry.object.symbol_count()).filter_map(move |index| {
+        let resolved = self.resolved();
+        self.plan.loaded().flat_map(move |(_, entry)| {
+            entry.symbols().skip(1).filter_map(move |(index, flat)| {
                 let sym = entry.object.symbol(index).ok()?;
                 if !sym.is_defined() || !sym.is_global() || sym.name.is_empty() {
                     return None;
                 }
-                let flat = entry.symbol_base as usize + index;
-                let s = self.plan.symbols.get(flat)?;
+                let s = resolved.symbols.get(flat)?;
                 if matches!(s.def, Definition::Unloaded | Definition::Nothing) {
                     return None;
                 }
                 Some(Global {
                     name: sym.name,
-                    address: s.address,
+                    address: resolved.address(s),
                     size: sym.size,
                     is_function: sym.kind == object::elf::STT_FUNC,
                     other: sym.other,

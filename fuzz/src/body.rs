@@ -15,7 +15,7 @@ pub const PAGE_SIZES: [u64; 3] = [0x1000, 0x4000, 0x1_0000];
 /// external to an address derived from its name and `seed`. Errors are fine; panics,
 /// overflows, hangs and unbounded allocations are bugs.
 pub fn plan_and_link(objects: &[&[u8]], base: u64, page: u64, seed: u64) {
-    let Ok(mut plan) = Plan::new(objects, page) else {
+    let Ok(plan) = Plan::new(objects, page) else {
         return;
     };
     let size = plan.image_size();
