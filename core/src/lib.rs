@@ -19,7 +19,8 @@
 //! is checked.
 //!
 //! Features: `alloc` (off by default) adds [`Plan::new`], [`Plan::new_named`],
-//! [`Plan::link`] and [`Plan::link_observed`], which allocate their tables.
+//! [`Plan::link`] and [`Plan::link_observed`], which allocate their tables, and
+//! `PlanBuffers`, storage allocated once and lent to plan after plan.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -45,6 +46,8 @@ pub use memory::{
     Layout, MemoryBackend, NoSymbols, Placement, Protection, Segment, SegmentKind, SegmentRequest,
     SliceBackend, SymbolResolver,
 };
+#[cfg(feature = "alloc")]
+pub use plan::PlanBuffers;
 pub use plan::{
     GotSlot, HighHalf, Input, LowHalf, NameEntry, ObjectEntry, Plan, PlanSizes, PlanStorage,
     SectionPlace, StubIndex, SymbolEntry,

@@ -423,6 +423,43 @@ pub struct PlanStorage<'a> {
     pub low_halves: &'a mut [LowHalf],
 }
 
+/// With the `alloc` feature: every table but the object table, allocated once at given
+/// sizes and lent to plan after plan (no allocation per plan).
+#[cfg(feature = "alloc")]
+pub struct PlanBuffers {
+    pub sections: alloc::vec::Vec<SectionPlace>,
+    pub symbols: alloc::vec::Vec<SymbolEntry>,
+    pub names: alloc::vec::Vec<NameEntry>,
+    pub high_halves: alloc::vec::Vec<HighHalf>,
+    pub low_halves: alloc::vec::Vec<LowHalf>,
+}
+
+#[cfg(feature = "alloc")]
+impl PlanBuffers {
+    /// Buffers for plans that need at most `sizes` (`sizes.objects` is the caller's).
+    pub fn new(sizes: PlanSizes) -> PlanBuffers {
+        PlanBuffers {
+            sections: alloc::vec![SectionPlace::NOT_LOADED; sizes.sections],
+            symbols: alloc::vec![SymbolEntry::EMPTY; sizes.symbols],
+            names: alloc::vec![NameEntry::EMPTY; sizes.names],
+            high_halves: alloc::vec![HighHalf::EMPTY; sizes.high_halves],
+            low_halves: alloc::vec![LowHalf::EMPTY; sizes.low_halves],
+        }
+    }
+
+    /// The storage for one plan, whose object table is `objects` (one entry per object).
+    pub fn lend<'a>(&'a mut self, objects: &'a mut [ObjectEntry<'a>]) -> PlanStorage<'a> {
+        PlanStorage {
+            objects,
+            sections: &mut self.sections,
+            symbols: &mut self.symbols,
+            names: &mut self.names,
+            high_halves: &mut self.high_halves,
+            low_halves: &mut self.low_halves,
+        }
+    }
+}
+
 /// Gives a plan its tables as their sizes become known.
 trait Provide<'a> {
     fn objects(&mut self, n: usize) -> Result<Table<'a, ObjectIndex, ObjectEntry<'a>>>;

@@ -6,10 +6,8 @@ use common::clang_object;
 
 use elfjit_core::elf::Object;
 use elfjit_core::plan::SegmentKind;
-use elfjit_core::plan::{
-    HighHalf, Input, LowHalf, NameEntry, ObjectEntry, PlanSizes, PlanStorage, SectionPlace,
-    SymbolEntry,
-};
+use elfjit_core::plan::{Input, ObjectEntry, PlanSizes};
+use elfjit_core::PlanBuffers;
 use elfjit_core::{Error, NoSymbols, Plan, RelocProblem, SliceBackend, Via};
 
 const PAGE: u64 = 0x1000;
@@ -274,38 +272,18 @@ fn tls_and_constructors_are_rejected_by_name() {
     assert!(err.to_string().contains("constructors"), "{err}");
 }
 
-/// Owned tables for a lent-storage plan (all but the object table, which borrows the
-/// objects), as long as `sizes` asks; `short` names one table to make one entry short.
-struct Buffers {
-    sections: Vec<SectionPlace>,
-    symbols: Vec<SymbolEntry>,
-    names: Vec<NameEntry>,
-    high_halves: Vec<HighHalf>,
-    low_halves: Vec<LowHalf>,
-}
-
-impl Buffers {
-    fn new(sizes: PlanSizes, short: Option<&str>) -> Buffers {
-        let len = |table: &str, n: usize| if short == Some(table) { n - 1 } else { n };
-        Buffers {
-            sections: vec![SectionPlace::NOT_LOADED; len("sections", sizes.sections)],
-            symbols: vec![SymbolEntry::EMPTY; len("symbols", sizes.symbols)],
-            names: vec![NameEntry::EMPTY; len("names", sizes.names)],
-            high_halves: vec![HighHalf::EMPTY; len("high_halves", sizes.high_halves)],
-            low_halves: vec![LowHalf::EMPTY; len("low_halves", sizes.low_halves)],
-        }
-    }
-
-    fn storage<'a>(&'a mut self, objects: &'a mut [ObjectEntry<'a>]) -> PlanStorage<'a> {
-        PlanStorage {
-            objects,
-            sections: &mut self.sections,
-            symbols: &mut self.symbols,
-            names: &mut self.names,
-            high_halves: &mut self.high_halves,
-            low_halves: &mut self.low_halves,
-        }
-    }
+/// Buffers for a lent-storage plan as large as `sizes` asks, but one entry short in table
+/// `short` if given.
+fn short_buffers(sizes: PlanSizes, short: Option<&str>) -> PlanBuffers {
+    let less = |table: &str, n: usize| if short == Some(table) { n - 1 } else { n };
+    PlanBuffers::new(PlanSizes {
+        objects: sizes.objects,
+        sections: less("sections", sizes.sections),
+        symbols: less("symbols", sizes.symbols),
+        names: less("names", sizes.names),
+        high_halves: less("high_halves", sizes.high_halves),
+        low_halves: less("low_halves", sizes.low_halves),
+    })
 }
 
 /// No table has a fixed capacity: 2,058 symbols plan with allocated tables, and caller
@@ -322,9 +300,9 @@ fn too_many_symbols_is_a_storage_error_naming_the_size_needed() {
     let sizes = PlanSizes::count(&[&object]).unwrap();
     assert_eq!(plan.sizes(), sizes, "the counting pass is exact");
     assert!(sizes.symbols > 2058, "{sizes:?}");
-    let mut buffers = Buffers::new(sizes, Some("symbols"));
+    let mut buffers = short_buffers(sizes, Some("symbols"));
     let mut objects = [ObjectEntry::EMPTY];
-    let err = Plan::new_in(&[&object], PAGE, buffers.storage(&mut objects))
+    let err = Plan::new_in(&[&object], PAGE, buffers.lend(&mut objects))
         .err()
         .unwrap();
     assert_eq!(
@@ -366,9 +344,9 @@ fn lent_storage_of_the_counted_size_is_enough_and_one_less_is_named() {
         let sizes = PlanSizes::count(&objects).unwrap();
         let owned = Plan::new(&objects, PAGE).unwrap();
         assert_eq!(owned.sizes(), sizes);
-        let mut buffers = Buffers::new(sizes, None);
+        let mut buffers = short_buffers(sizes, None);
         let mut entries = vec![ObjectEntry::EMPTY; objects.len()];
-        let lent = Plan::new_in(&objects, PAGE, buffers.storage(&mut entries)).unwrap();
+        let lent = Plan::new_in(&objects, PAGE, buffers.lend(&mut entries)).unwrap();
         assert_eq!(lent.sizes(), sizes);
         assert_eq!((lent.got(), lent.stubs()), (owned.got(), owned.stubs()));
         for table in [
@@ -390,10 +368,10 @@ fn lent_storage_of_the_counted_size_is_enough_and_one_less_is_named() {
             if needed == 0 {
                 continue;
             }
-            let mut buffers = Buffers::new(sizes, Some(table));
+            let mut buffers = short_buffers(sizes, Some(table));
             let short = usize::from(table == "objects");
             let mut entries = vec![ObjectEntry::EMPTY; objects.len() - short];
-            let storage = buffers.storage(&mut entries);
+            let storage = buffers.lend(&mut entries);
             let err = Plan::new_in(&objects, PAGE, storage).err();
             assert!(
                 matches!(err, Some(Error::StorageTooSmall { table: t, needed: n, .. }) if t == table && n == needed),
@@ -569,32 +547,29 @@ fn reused_lent_storage_links_like_a_fresh_plan() {
     let resolve = ext_at(EXT);
     let fresh = link_at(&[&a], 0x7f00_0000_0000, &mut { resolve }).unwrap();
 
-    let mut buffers = Buffers::new(
-        PlanSizes {
-            objects: 1,
-            sections: 64,
-            symbols: 256,
-            names: 64,
-            high_halves: 0,
-            low_halves: 0,
-        },
-        None,
-    );
+    let mut buffers = PlanBuffers::new(PlanSizes {
+        objects: 1,
+        sections: 64,
+        symbols: 256,
+        names: 64,
+        high_halves: 0,
+        low_halves: 0,
+    });
     {
         let mut objects = [ObjectEntry::EMPTY];
-        Plan::new_in(&[&b], PAGE, buffers.storage(&mut objects)).unwrap();
+        Plan::new_in(&[&b], PAGE, buffers.lend(&mut objects)).unwrap();
     }
     {
         let mut objects = [ObjectEntry::EMPTY];
         let bad = Plan::new_in(
             &[b"not an ELF object".as_slice()],
             PAGE,
-            buffers.storage(&mut objects),
+            buffers.lend(&mut objects),
         );
         assert!(bad.is_err());
     }
     let mut objects = [ObjectEntry::EMPTY];
-    let plan = Plan::new_in(&[&a], PAGE, buffers.storage(&mut objects)).unwrap();
+    let plan = Plan::new_in(&[&a], PAGE, buffers.lend(&mut objects)).unwrap();
     assert_eq!((plan.stubs(), plan.got()), (fresh.2, fresh.3));
     let mut buf = vec![0x55u8; plan.image_size() as usize];
     assert_eq!(plan.external_count(), 1);

@@ -24,7 +24,7 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
             parsed.arch()
         )));
     }
-    let mut plan = Plan::new(&[object], PAGE)?;
+    let plan = Plan::new(&[object], PAGE)?;
     let image_size = plan.image_size();
     let mut buffer = vec![0u8; image_size as usize];
     let mut backend = SliceBackend::new(&mut buffer, NOTIONAL_BASE, PAGE);
@@ -119,13 +119,13 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
         let mut extra = String::new();
         if let Some(slot) = got {
             let _ = write!(extra, "  [GOT {slot}]");
-            if let Some(row) = got_rows.get_mut(slot as usize) {
+            if let Some(row) = got_rows.get_mut(slot.index()) {
                 *row = format!("{name} = {}", hex_or(address));
             }
         }
         if let Some(stub) = stub {
             let _ = write!(extra, "  [stub {stub}]");
-            if let Some(row) = stub_rows.get_mut(stub as usize) {
+            if let Some(row) = stub_rows.get_mut(stub.index()) {
                 *row = format!("{name} → {}", hex_or(address));
             }
         }
