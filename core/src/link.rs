@@ -5,14 +5,14 @@
 //! the `alloc` feature, one allocated at its exact size ([`Plan::link`]). Nothing here
 //! searches per relocation: every lookup is an index into a table the plan built.
 
-use crate::arch::{self, Applied, HiInput, Pair, RelocInput, StubInput};
+use crate::arch::{self, Applied, Arch, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, Result};
 use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
 use crate::plan::{
-    Definition, ExternalSlot, GotSlot, Plan, SectionPlace, StubIndex, SymbolEntry, SymbolIndex,
-    GOT_SLOT_SIZE,
+    Base, Definition, ExternalSlot, GotSlot, Location, LowHalf, Plan, SectionPlace, StubIndex,
+    SymbolEntry, SymbolIndex, GOT_SLOT_SIZE,
 };
 use crate::table::{Table, TableIndex, View};
 
@@ -39,6 +39,8 @@ struct Bases {
     /// The first stub.
     stubs: u64,
     stub_size: u64,
+    /// Each [`Base`](crate::plan::Base)'s address, by [`Location::base_index`].
+    by_base: [u64; Base::COUNT],
 }
 
 impl Bases {
@@ -65,6 +67,13 @@ impl Bases {
                 .target(SegmentKind::Code)
                 .wrapping_add(plan.stub_offset),
             stub_size: arch::stub_size(plan.arch),
+            by_base: [
+                0,
+                placement.target(SegmentKind::Code),
+                placement.target(SegmentKind::ReadOnly),
+                placement.target(SegmentKind::Data),
+                got,
+            ],
         }
     }
 
@@ -78,10 +87,12 @@ impl Bases {
             .wrapping_add(place.segment_offset)
     }
 
+    #[inline]
     fn got_slot(&self, slot: GotSlot) -> u64 {
         self.got.wrapping_add(u64::from(slot) * GOT_SLOT_SIZE)
     }
 
+    #[inline]
     fn stub(&self, stub: StubIndex) -> u64 {
         self.stubs.wrapping_add(u64::from(stub) * self.stub_size)
     }
@@ -95,29 +106,20 @@ struct Resolved<'t> {
     bases: Bases,
 }
 
-impl<'t> Resolved<'t> {
-    /// The entry a reference to `symbol` uses (its alias target, if it is one).
-    fn canonical(&self, symbol: SymbolIndex) -> Option<&'t SymbolEntry> {
-        let entry = self.symbols.get(symbol)?;
-        match entry.def {
-            Definition::Alias(target) => self.symbols.get(target),
-            _ => Some(entry),
-        }
-    }
-
-    /// The address of `entry`, which is not an alias.
+impl Resolved<'_> {
+    /// The address of `entry` (an alias carries its target's location).
+    #[inline]
     fn address(&self, entry: &SymbolEntry) -> u64 {
-        match entry.def {
-            Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => 0,
-            Definition::Absolute(value) => value,
-            Definition::Placed { segment, offset } => {
-                self.bases.segment(segment).wrapping_add(offset)
-            }
-            Definition::Common { offset } => {
-                self.bases.segment(SegmentKind::Data).wrapping_add(offset)
-            }
-            Definition::GotRelative(bias) => self.bases.got.wrapping_add_signed(bias),
-            Definition::External { slot, .. } => slot
+        let at: Location = entry.at;
+        match at.base_index() {
+            Some(base) => self
+                .bases
+                .by_base
+                .get(base)
+                .map_or(0, |b| b.wrapping_add(at.offset)),
+            None => usize::try_from(at.offset)
+                .ok()
+                .and_then(ExternalSlot::from_position)
                 .and_then(|slot| self.externals.get(slot))
                 .copied()
                 .unwrap_or(0),
@@ -126,7 +128,7 @@ impl<'t> Resolved<'t> {
 
     /// The address a reference to `symbol` resolves to.
     fn address_of(&self, symbol: SymbolIndex) -> u64 {
-        self.canonical(symbol).map_or(0, |e| self.address(e))
+        self.symbols.get(symbol).map_or(0, |e| self.address(e))
     }
 }
 
@@ -343,10 +345,11 @@ impl<'a> Plan<'a> {
         resolved: &Resolved<'_>,
     ) -> Result<()> {
         let bases = &resolved.bases;
-        // Slots and stubs belong to canonical entries (never to aliases).
+        // Aliases carry copies of their targets' slots and stubs: each is written once.
+        let owned = |s: &&SymbolEntry| !matches!(s.def, Definition::Alias(_));
         if self.got_slots != 0 {
             let got = segment_mut(backend, SegmentKind::ReadOnly)?;
-            for (_, symbol) in self.symbols.enumerate() {
+            for symbol in self.symbols.entries().iter().filter(owned) {
                 let Some(slot) = symbol.got else { continue };
                 let offset = self.got_offset + u64::from(slot) * GOT_SLOT_SIZE;
                 write_u64(
@@ -360,7 +363,7 @@ impl<'a> Plan<'a> {
         }
         if self.stubs != 0 {
             let code = segment_mut(backend, SegmentKind::Code)?;
-            for (_, symbol) in self.symbols.enumerate() {
+            for symbol in self.symbols.entries().iter().filter(owned) {
                 let Some(index) = symbol.stub else { continue };
                 let stub = StubInput {
                     address: bases.stub(index),
@@ -405,65 +408,28 @@ impl<'a> Plan<'a> {
                     let memory = segment_mut(backend, place.segment)?;
                     slice_mut(memory, place.segment_offset, place.size)?
                 };
-                let section_address = bases.section(place);
-                let mut last_type: Option<(u32, bool)> = None;
-                for rela in entry.object.relocations(rela_index)? {
-                    let symbol = entry
-                        .symbol(rela.symbol as usize)
-                        .and_then(|s| resolved.canonical(s));
-                    let (s, got_slot, stub, size, other) = match symbol {
-                        Some(sym) => (
-                            resolved.address(sym),
-                            sym.got.map(|slot| bases.got_slot(slot)),
-                            sym.stub.map(|stub| bases.stub(stub)),
-                            sym.size,
-                            sym.other,
-                        ),
-                        None => (0, None, None, 0, 0),
-                    };
-                    // A low half takes the next recorded pair, in the pre-scan's order.
-                    let is_lo = pairs
-                        && match last_type {
-                            Some((r_type, is_lo)) if r_type == rela.r_type => is_lo,
-                            _ => {
-                                let is_lo = arch::classify(self.arch, rela.r_type)
-                                    .is_some_and(|c| c.pair == Pair::Lo);
-                                last_type = Some((rela.r_type, is_lo));
-                                is_lo
-                            }
-                        };
-                    let hi = if is_lo {
-                        low_halves
-                            .next()
-                            .and_then(|low| low.0)
-                            .and_then(|pair| self.hi_input(pair, resolved))
-                    } else {
-                        None
-                    };
-                    let input = RelocInput {
-                        r_type: rela.r_type,
-                        s,
-                        a: rela.addend,
-                        p: section_address.wrapping_add(rela.offset),
-                        got_slot,
-                        got_base: bases.got,
-                        stub,
-                        size,
-                        other,
-                        hi,
-                    };
-                    let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
-                    let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
-                    let applied = arch::apply(self.arch, &input, place_bytes)
-                        .map_err(|f| self.reloc_error(object, target, &rela, f.value, f.problem))?;
-                    observer(&RelocRecord {
-                        object,
-                        section: target,
-                        rela,
-                        symbol_address: s,
-                        place_address: input.p,
-                        applied,
-                    });
+                let section = SectionLink {
+                    plan: self,
+                    resolved,
+                    symbols: self
+                        .symbols
+                        .entries()
+                        .get(entry.symbol_range())
+                        .unwrap_or(&[]),
+                    address: bases.section(place),
+                    object,
+                    target,
+                };
+                let relocations = entry.object.relocations(rela_index)?;
+                if pairs {
+                    section.apply_with_pairs(
+                        relocations,
+                        section_bytes,
+                        &mut low_halves,
+                        observer,
+                    )?;
+                } else {
+                    section.apply(relocations, section_bytes, observer)?;
                 }
             }
         }
@@ -473,7 +439,7 @@ impl<'a> Plan<'a> {
     /// The inputs of high half `pair`, for its low halves.
     fn hi_input(&self, pair: crate::plan::PairIndex, resolved: &Resolved<'_>) -> Option<HiInput> {
         let hi = self.high_halves.get(pair)?;
-        let symbol = hi.symbol.and_then(|s| resolved.canonical(s))?;
+        let symbol = resolved.symbols.get(hi.symbol?)?;
         Some(HiInput {
             r_type: hi.r_type,
             s: resolved.address(symbol),
@@ -481,6 +447,178 @@ impl<'a> Plan<'a> {
             p: resolved.bases.segment(hi.segment).wrapping_add(hi.offset),
             got_slot: symbol.got.map(|slot| resolved.bases.got_slot(slot)),
         })
+    }
+}
+
+/// What one architecture's relocation arithmetic returns.
+type ApplyResult = core::result::Result<Applied, arch::Failure>;
+
+/// What applying one section's relocations needs, fixed for the section.
+struct SectionLink<'l, 'a> {
+    plan: &'l Plan<'a>,
+    resolved: &'l Resolved<'l>,
+    /// The object's symbols.
+    symbols: &'l [SymbolEntry],
+    /// The section's target address.
+    address: u64,
+    object: usize,
+    /// The section's index in its object.
+    target: usize,
+}
+
+impl SectionLink<'_, '_> {
+    /// The inputs of `rela` (but a low half's high half).
+    #[inline]
+    fn input(&self, rela: &Rela) -> RelocInput {
+        let bases = &self.resolved.bases;
+        let (s, got_slot, stub, size, other) = match self.symbols.get(rela.symbol as usize) {
+            Some(sym) => (
+                self.resolved.address(sym),
+                sym.got.map(|slot| bases.got_slot(slot)),
+                sym.stub.map(|stub| bases.stub(stub)),
+                sym.size,
+                sym.other,
+            ),
+            None => (0, None, None, 0, 0),
+        };
+        RelocInput {
+            r_type: rela.r_type,
+            s,
+            a: rela.addend,
+            p: self.address.wrapping_add(rela.offset),
+            got_slot,
+            got_base: bases.got,
+            stub,
+            size,
+            other,
+            hi: None,
+        }
+    }
+
+    /// Applies `input` at `rela`'s place in `section` with `apply` (the architecture's)
+    /// and reports it to `observer`.
+    #[inline]
+    fn apply_one<F, O>(
+        &self,
+        apply: F,
+        rela: &Rela,
+        input: &RelocInput,
+        section: &mut [u8],
+        observer: &mut O,
+    ) -> Result<()>
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> ApplyResult,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
+        let place = section.get_mut(at..).unwrap_or(&mut []);
+        let applied = match apply(input, place) {
+            Ok(applied) => applied,
+            Err(failure) => return Err(self.error(rela, failure)),
+        };
+        observer(&RelocRecord {
+            object: self.object,
+            section: self.target,
+            rela: *rela,
+            symbol_address: input.s,
+            place_address: input.p,
+            applied,
+        });
+        Ok(())
+    }
+
+    #[cold]
+    fn error(&self, rela: &Rela, failure: arch::Failure) -> Error {
+        self.plan.reloc_error(
+            self.object,
+            self.target,
+            rela,
+            failure.value,
+            failure.problem,
+        )
+    }
+
+    /// Applies every relocation of a section on an architecture without pairs.
+    fn apply<O>(
+        &self,
+        relocations: impl Iterator<Item = Rela>,
+        section: &mut [u8],
+        observer: &mut O,
+    ) -> Result<()>
+    where
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        // The architecture is chosen once per section, not per relocation: each loop below
+        // is compiled for one architecture's apply.
+        match self.plan.arch {
+            Arch::X86_64 => self.apply_all(arch::x86_64::apply, relocations, section, observer),
+            Arch::Aarch64 => self.apply_all(arch::aarch64::apply, relocations, section, observer),
+            Arch::Riscv64 => self.apply_all(arch::riscv64::apply, relocations, section, observer),
+            Arch::Loongarch64 => {
+                self.apply_all(arch::loongarch64::apply, relocations, section, observer)
+            }
+            Arch::Ppc64le => self.apply_all(arch::ppc64le::apply, relocations, section, observer),
+        }
+    }
+
+    #[inline(always)]
+    fn apply_all<F, O>(
+        &self,
+        apply: F,
+        relocations: impl Iterator<Item = Rela>,
+        section: &mut [u8],
+        observer: &mut O,
+    ) -> Result<()>
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        for rela in relocations {
+            self.apply_one(apply, &rela, &self.input(&rela), section, observer)?;
+        }
+        Ok(())
+    }
+
+    /// Applies every relocation of a section, giving each low half of a pair the next
+    /// recorded high half (the pre-scan recorded them in this order).
+    fn apply_with_pairs<O>(
+        &self,
+        relocations: impl Iterator<Item = Rela>,
+        section: &mut [u8],
+        low_halves: &mut core::slice::Iter<'_, LowHalf>,
+        observer: &mut O,
+    ) -> Result<()>
+    where
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        let arch = self.plan.arch;
+        let mut last_type: Option<(u32, bool)> = None;
+        for rela in relocations {
+            let is_lo = match last_type {
+                Some((r_type, is_lo)) if r_type == rela.r_type => is_lo,
+                _ => {
+                    let is_lo =
+                        arch::classify(arch, rela.r_type).is_some_and(|c| c.pair == Pair::Lo);
+                    last_type = Some((rela.r_type, is_lo));
+                    is_lo
+                }
+            };
+            let mut input = self.input(&rela);
+            if is_lo {
+                input.hi = low_halves
+                    .next()
+                    .and_then(|low| low.0)
+                    .and_then(|pair| self.plan.hi_input(pair, self.resolved));
+            }
+            self.apply_one(
+                |input, place| arch::apply(arch, input, place),
+                &rela,
+                &input,
+                section,
+                observer,
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -138,13 +138,12 @@ impl SectionPlace {
     };
 }
 
-/// What a symbol table entry refers to.
+/// What a symbol table entry refers to. The variants a plain reference needs nothing for
+/// come first, so that [`SymbolEntry::has_address`] is one comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Definition {
     /// The null symbol, or one no loaded relocation can use: address 0.
     Nothing,
-    /// In a section that is not loaded (debug info): relocations against it are errors.
-    Unloaded,
     /// An absolute value.
     Absolute(u64),
     /// In a loaded section: `offset` bytes into `segment`.
@@ -152,6 +151,8 @@ pub(crate) enum Definition {
     /// A COMMON symbol: `offset` bytes into the data segment (zero-filled by the linker
     /// unless the backend's memory already reads as zero).
     Common { offset: u64 },
+    /// In a section that is not loaded (debug info): relocations against it are errors.
+    Unloaded,
     /// Defined by the linker at an offset from the GOT's first byte.
     GotRelative(i64),
     /// Provided from outside the image (the resolver), into `slot` of the linker's scratch
@@ -163,6 +164,57 @@ pub(crate) enum Definition {
     /// The same symbol as another entry: a cross-object reference or a repeated external.
     /// Never points at another alias.
     Alias(SymbolIndex),
+}
+
+/// What a symbol's address is counted from, once the plan is made: the link computes it
+/// as that base's target address plus an offset, with no case analysis per relocation.
+/// The discriminants are positions in a link's table of base addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Base {
+    /// Address 0 plus the offset: absolute symbols, and symbols with no address.
+    Zero = 0,
+    Code = 1,
+    ReadOnly = 2,
+    Data = 3,
+    /// The GOT's first byte (linker-defined GOT symbols).
+    Got = 4,
+    /// The resolved address in the externals scratch at the offset's position.
+    External = 5,
+}
+
+impl Base {
+    /// Every base but [`Base::External`], in the order [`Location::base_index`] counts.
+    pub(crate) const COUNT: usize = 5;
+
+    fn of(segment: SegmentKind) -> Base {
+        match segment {
+            SegmentKind::Code => Base::Code,
+            SegmentKind::ReadOnly => Base::ReadOnly,
+            SegmentKind::Data => Base::Data,
+        }
+    }
+}
+
+/// Where a symbol's address comes from: `offset` bytes past `base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Location {
+    pub base: Base,
+    pub offset: u64,
+}
+
+impl Location {
+    const NOWHERE: Location = Location {
+        base: Base::Zero,
+        offset: 0,
+    };
+
+    /// The position of `base` in a table of base addresses (`None` for an external).
+    #[inline]
+    pub(crate) fn base_index(self) -> Option<usize> {
+        let index = self.base as usize;
+        (index < Base::COUNT).then_some(index)
+    }
 }
 
 /// A parsed object and where its sections and symbols start in the plan's tables.
@@ -191,6 +243,11 @@ impl Loaded<'_> {
         SymbolIndex::from_position(self.first_symbol.checked_add(index)?)
     }
 
+    /// The positions of this object's symbols in the image-wide table.
+    pub(crate) fn symbol_range(&self) -> core::ops::Range<usize> {
+        self.first_symbol..self.first_symbol.saturating_add(self.object.symbol_count())
+    }
+
     /// Every image-wide symbol index of this object with its local index.
     pub(crate) fn symbols(&self) -> impl Iterator<Item = (usize, SymbolIndex)> + '_ {
         (0..self.object.symbol_count()).filter_map(|i| Some((i, self.symbol(i)?)))
@@ -211,6 +268,10 @@ impl ObjectEntry<'_> {
 #[derive(Clone, Copy, Debug)]
 pub struct SymbolEntry {
     pub(crate) def: Definition,
+    /// Where the address comes from (for an alias, its target's), set when the plan is
+    /// finished; an alias also carries its target's slots, size and `st_other`, so that a
+    /// link reads one entry per relocation.
+    pub(crate) at: Location,
     pub(crate) got: Option<GotSlot>,
     pub(crate) stub: Option<StubIndex>,
     /// `st_size` of the definition.
@@ -222,9 +283,22 @@ pub struct SymbolEntry {
 }
 
 impl SymbolEntry {
+    /// Defined here with an address (or none at all): a plain reference to it needs no
+    /// GOT slot, stub or external slot.
+    fn has_address(&self) -> bool {
+        matches!(
+            self.def,
+            Definition::Placed { .. }
+                | Definition::Common { .. }
+                | Definition::Absolute(_)
+                | Definition::Nothing
+        )
+    }
+
     /// An empty entry, to fill caller storage with.
     pub const EMPTY: SymbolEntry = SymbolEntry {
         def: Definition::Nothing,
+        at: Location::NOWHERE,
         got: None,
         stub: None,
         size: 0,
@@ -848,6 +922,7 @@ impl<'a> Plan<'a> {
                     .ok_or(malformed("symbol index", local as u64))?;
                 *slot = SymbolEntry {
                     def,
+                    at: Location::NOWHERE,
                     got: None,
                     stub: None,
                     size: sym.size,
@@ -1072,7 +1147,10 @@ impl<'a> Plan<'a> {
                 let place = self.section_of(&entry, target)?;
                 // Relocations of one type come in runs: classify each run once.
                 let mut last: Option<(u32, RelocClass)> = None;
-                for rela in entry.object.relocations(rela_index)? {
+                let mut relocations = entry.object.relocations(rela_index)?;
+                let mut next = relocations.next();
+                while let Some(rela) = next {
+                    next = relocations.next();
                     count += 1;
                     let class = match last {
                         Some((r_type, class)) if r_type == rela.r_type => class,
@@ -1119,7 +1197,31 @@ impl<'a> Plan<'a> {
                         low += 1;
                         continue;
                     }
-                    self.reserve(symbol, class, &entry, target)?;
+                    let plain = !class.got && !class.call;
+                    if !plain
+                        || !self
+                            .symbols
+                            .get(symbol)
+                            .is_some_and(SymbolEntry::has_address)
+                    {
+                        self.reserve(symbol, class, &entry, target)?;
+                    }
+                    // The rest of a run of plain data relocations (no slot, no pair) needs
+                    // only places in bounds and symbols with an address (this one's field
+                    // fit, so the section holds at least one).
+                    let limit = place.size.checked_sub(u64::from(class.width));
+                    if let Some(limit) = limit.filter(|_| plain) {
+                        let run = PlainRun {
+                            r_type: rela.r_type,
+                            limit,
+                            symbols: self
+                                .symbols
+                                .entries()
+                                .get(entry.symbol_range())
+                                .unwrap_or(&[]),
+                        };
+                        next = run.skip(next, &mut relocations, &mut count);
+                    }
                 }
             }
         }
@@ -1204,7 +1306,61 @@ impl<'a> Plan<'a> {
                 .map_or(0, |s: &Segment| s.offset);
             place.offset = start + place.segment_offset;
         }
+        self.locate_symbols();
         Ok(())
+    }
+
+    /// Sets every symbol's [`Location`]; an alias takes its target's location, slots, size
+    /// and `st_other` (aliases never chain, so one pass over targets first suffices).
+    fn locate_symbols(&mut self) {
+        for symbol in self.symbols.entries_mut() {
+            symbol.at = match symbol.def {
+                Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => {
+                    Location::NOWHERE
+                }
+                Definition::Absolute(value) => Location {
+                    base: Base::Zero,
+                    offset: value,
+                },
+                Definition::Placed { segment, offset } => Location {
+                    base: Base::of(segment),
+                    offset,
+                },
+                Definition::Common { offset } => Location {
+                    base: Base::Data,
+                    offset,
+                },
+                Definition::GotRelative(bias) => Location {
+                    base: Base::Got,
+                    offset: bias as u64,
+                },
+                Definition::External { slot, .. } => match slot {
+                    Some(slot) => Location {
+                        base: Base::External,
+                        offset: slot.into(),
+                    },
+                    None => Location::NOWHERE,
+                },
+            };
+        }
+        for index in 0..self.symbols.len() {
+            let Some(symbol) = SymbolIndex::from_position(index) else {
+                continue;
+            };
+            let Some(Definition::Alias(target)) = self.symbols.get(symbol).map(|s| s.def) else {
+                continue;
+            };
+            let Some(target) = self.symbols.get(target).copied() else {
+                continue;
+            };
+            if let Some(alias) = self.symbols.get_mut(symbol) {
+                *alias = SymbolEntry {
+                    def: alias.def,
+                    indexed: alias.indexed,
+                    ..target
+                };
+            }
+        }
     }
 
     /// The architecture of the objects.
@@ -1302,6 +1458,42 @@ impl<'a> Plan<'a> {
         self.object(object)
             .map(|e| e.object.section_name(index))
             .unwrap_or(Name::new(b"?"))
+    }
+}
+
+/// A run of plain data relocations of one type in one section: each needs only its place
+/// in bounds and a symbol with an address, so the scan checks just that, in a tight loop.
+struct PlainRun<'t> {
+    r_type: u32,
+    /// The last offset a field of the type fits at.
+    limit: u64,
+    /// The object's symbols.
+    symbols: &'t [SymbolEntry],
+}
+
+impl PlainRun<'_> {
+    /// Counts the relocations of the run, from `first` on; returns the first one that is
+    /// not part of it.
+    #[inline(never)]
+    fn skip(
+        &self,
+        first: Option<Rela>,
+        relocations: &mut impl Iterator<Item = Rela>,
+        count: &mut u64,
+    ) -> Option<Rela> {
+        let mut run = 0u64;
+        let next = first.into_iter().chain(relocations).find(|rela| {
+            let plain = rela.r_type == self.r_type
+                && rela.offset <= self.limit
+                && self
+                    .symbols
+                    .get(rela.symbol as usize)
+                    .is_some_and(SymbolEntry::has_address);
+            run += u64::from(plain);
+            !plain
+        });
+        *count += run;
+        next
     }
 }
 

@@ -681,3 +681,28 @@ fn cross_object_binding_rules() {
     assert_eq!(to_far.len(), 3, "{records:?}");
     assert!(to_far.iter().all(|r| r.applied.via == Via::Stub));
 }
+
+/// The pre-scan visits every relocation of every loaded section (counted here straight from
+/// the objects), on real objects of all five architectures.
+#[test]
+fn the_plan_counts_every_relocation_of_loaded_sections() {
+    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(seeds).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let object = Object::parse(&bytes).unwrap();
+        let mut expected = 0u64;
+        for index in 0..object.section_count() {
+            let section = object.section(index).unwrap();
+            if section.kind == object::elf::SHT_RELA
+                && object.section(section.info as usize).unwrap().is_alloc()
+            {
+                expected += object.relocations(index).unwrap().count() as u64;
+            }
+        }
+        let plan = Plan::new(&[&bytes], PAGE).unwrap();
+        assert_eq!(plan.relocation_count(), expected);
+        checked += 1;
+    }
+    assert!(checked >= 50, "{checked} seeds");
+}
