@@ -17,31 +17,35 @@ pub(crate) trait TableIndex: Copy {
     fn position(self) -> usize;
 }
 
-/// Declares a `u32` index newtype and its [`TableIndex`] impl.
+/// Declares an index newtype and its [`TableIndex`] impl. It holds the position plus one
+/// in a `NonZeroU32` (here and nowhere else), so that `Option` of it is four bytes.
 macro_rules! index_type {
     ($(#[$meta:meta])* $vis:vis struct $name:ident;) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        $vis struct $name(u32);
+        $vis struct $name(core::num::NonZeroU32);
 
         impl $crate::table::TableIndex for $name {
             fn from_position(index: usize) -> Option<Self> {
-                u32::try_from(index).ok().map($name)
+                let biased = u32::try_from(index).ok()?.checked_add(1)?;
+                core::num::NonZeroU32::new(biased).map($name)
             }
             fn position(self) -> usize {
-                self.0 as usize
+                self.0.get().wrapping_sub(1) as usize
             }
         }
 
         impl From<$name> for u64 {
             fn from(index: $name) -> u64 {
-                u64::from(index.0)
+                use $crate::table::TableIndex;
+                index.position() as u64
             }
         }
 
         impl core::fmt::Display for $name {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                core::fmt::Display::fmt(&self.0, f)
+                use $crate::table::TableIndex;
+                core::fmt::Display::fmt(&self.position(), f)
             }
         }
     };
@@ -190,8 +194,12 @@ mod tests {
         let table = Table::<Position, u32>::lent(&mut buffer, 3, "things", 0);
         let table = table.unwrap_or_else(|_| Table::empty());
         assert_eq!(table.entries(), &[0, 0, 0]);
-        assert_eq!(table.get(Position(2)), Some(&0));
-        assert_eq!(table.get(Position(3)), None);
+        let at = |i: usize| Position::from_position(i).unwrap_or_else(|| panic!("{i} fits"));
+        assert_eq!(table.get(at(2)), Some(&0));
+        assert_eq!(table.get(at(3)), None);
+        assert_eq!(at(3).position(), 3);
+        assert_eq!(Position::from_position(u32::MAX as usize), None);
+        assert_eq!(core::mem::size_of::<Option<Position>>(), 4);
         let mut short = [0u32; 2];
         let err = Table::<Position, u32>::lent(&mut short, 3, "things", 0).err();
         assert_eq!(
