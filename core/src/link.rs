@@ -89,12 +89,12 @@ impl Bases {
 
     #[inline]
     fn got_slot(&self, slot: GotSlot) -> u64 {
-        self.got.wrapping_add(u64::from(slot) * GOT_SLOT_SIZE)
+        self.got.wrapping_add(slot.offset())
     }
 
     #[inline]
     fn stub(&self, stub: StubIndex) -> u64 {
-        self.stubs.wrapping_add(u64::from(stub) * self.stub_size)
+        self.stubs.wrapping_add(stub.offset(self.stub_size))
     }
 }
 
@@ -351,7 +351,7 @@ impl<'a> Plan<'a> {
             let got = segment_mut(backend, SegmentKind::ReadOnly)?;
             for symbol in self.symbols.entries().iter().filter(owned) {
                 let Some(slot) = symbol.got else { continue };
-                let offset = self.got_offset + u64::from(slot) * GOT_SLOT_SIZE;
+                let offset = self.got_offset + slot.offset();
                 write_u64(
                     slice_mut(got, offset, GOT_SLOT_SIZE)?,
                     resolved.address(symbol),
@@ -371,7 +371,7 @@ impl<'a> Plan<'a> {
                     got_slot: symbol.got.map(|slot| bases.got_slot(slot)),
                     got_base: bases.got,
                 };
-                let offset = self.stub_offset + u64::from(index) * bases.stub_size;
+                let offset = self.stub_offset + index.offset(bases.stub_size);
                 let bytes = slice_mut(code, offset, bases.stub_size)?;
                 arch::write_stub(self.arch, bytes, &stub).ok_or(Error::BackendMismatch {
                     what: "stub outside memory",

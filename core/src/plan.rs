@@ -58,12 +58,22 @@ impl GotSlot {
     pub fn index(self) -> usize {
         self.position()
     }
+
+    /// The slot's offset from the GOT's first byte.
+    pub(crate) fn offset(self) -> u64 {
+        u64::from(self) * GOT_SLOT_SIZE
+    }
 }
 
 impl StubIndex {
     /// The stub's position among the stubs.
     pub fn index(self) -> usize {
         self.position()
+    }
+
+    /// The stub's offset from the first stub, for stubs of `stub_size` bytes.
+    pub(crate) fn offset(self, stub_size: u64) -> u64 {
+        u64::from(self) * stub_size
     }
 }
 index_type! {
