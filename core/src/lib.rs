@@ -6,7 +6,7 @@
 //! segments (code read/execute, read-only data, read/write data), what each symbol binds
 //! to, which symbols need GOT slots and far-call stubs. The plan's tables are sized to
 //! its input and live in storage the caller lends ([`PlanStorage`], sized by
-//! [`PlanSizes::count`]); with the `alloc` feature, [`Plan::new`] allocates them at exactly
+//! [`PlanSizes::count`]); with the `alloc` feature, `Plan::new` allocates them at exactly
 //! that size. [`Plan::link_in`] then asks a [`MemoryBackend`] for memory for each segment
 //! ([`Layout`]), resolves undefined symbols through a [`SymbolResolver`], copies the
 //! sections, applies the relocations against the *target* addresses the backend reports
@@ -18,8 +18,8 @@
 //! Every input is validated; every failure is an [`Error`]; every range-limited relocation
 //! is checked.
 //!
-//! Features: `alloc` (off by default) adds [`Plan::new`], [`Plan::new_named`],
-//! [`Plan::link`] and [`Plan::link_observed`], which allocate their tables, and
+//! Features: `alloc` (off by default) adds `Plan::new`, `Plan::new_named`, `Plan::link`
+//! and `Plan::link_observed`, which allocate their tables, and
 //! `PlanBuffers`, storage allocated once and lent to plan after plan.
 #![no_std]
 #![forbid(unsafe_code)]

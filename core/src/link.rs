@@ -2,7 +2,7 @@
 //! relocations, publish. The plan is only read, so one plan links as often as wanted, at
 //! different addresses or into different backends. What a link learns (the external
 //! symbols' addresses) goes into a scratch the caller lends ([`Plan::link_in`]) or, with
-//! the `alloc` feature, one allocated at its exact size ([`Plan::link`]). Nothing here
+//! the `alloc` feature, one allocated at its exact size (`Plan::link`). Nothing here
 //! searches per relocation: every lookup is an index into a table the plan built.
 
 use crate::arch::{self, Applied, Arch, HiInput, Pair, RelocInput, StubInput};

@@ -25,7 +25,7 @@ pub(crate) struct NameKey {
 }
 
 /// One slot of the name index. Public only so that callers can provide storage for it
-/// ([`PlanStorage::names`](crate::plan::PlanStorage)); its contents are the plan's.
+/// (the `names` of a [`PlanStorage`](crate::plan::PlanStorage)); its contents are the plan's.
 #[derive(Clone, Copy, Debug)]
 pub struct NameEntry {
     /// The symbol the name is read from; `None` for an empty slot.

@@ -5,7 +5,7 @@
 //!
 //! A plan's tables are sized to its input. They live in storage the caller lends
 //! ([`PlanStorage`], e.g. static buffers; [`PlanSizes::count`] says how much) or, with the
-//! `alloc` feature, in allocations of exactly the size needed ([`Plan::new`]).
+//! `alloc` feature, in allocations of exactly the size needed (`Plan::new`).
 
 use crate::arch::{self, Arch, Pair, RelocClass};
 use crate::bits::align_up;
@@ -265,7 +265,7 @@ impl Loaded<'_> {
 }
 
 /// One entry of a plan's object table. Public only so that callers can provide storage
-/// for it ([`PlanStorage::objects`]); its contents are the plan's.
+/// for it (the `objects` of a [`PlanStorage`]); its contents are the plan's.
 #[derive(Clone, Copy)]
 pub struct ObjectEntry<'a>(Option<Loaded<'a>>);
 
