@@ -23,6 +23,16 @@
 //! `PlanBuffers`, storage allocated once and lent to plan after plan.
 #![no_std]
 #![forbid(unsafe_code)]
+// No panics in the library: every fallible step is an `Error` (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
@@ -39,9 +49,10 @@ pub mod memory;
 mod names;
 pub mod plan;
 
-pub use arch::{Applied, Arch, Via};
-pub use error::{BackendError, Error, Name, RelocError, RelocProblem, Result};
-pub use link::{Global, Image, RelocRecord};
+pub use arch::reloc::{Applied, Via};
+pub use arch::Arch;
+pub use error::{BackendError, Error, Location, Name, Range, RelocError, RelocProblem, Result};
+pub use link::{Global, Image, RelocRecord, Stub};
 pub use memory::{
     Layout, MemoryBackend, NoSymbols, Placement, Protection, Segment, SegmentKind, SegmentRequest,
     SliceBackend, SymbolResolver,

@@ -5,16 +5,18 @@
 //! the `alloc` feature, one allocated at its exact size (`Plan::link`). Nothing here
 //! searches per relocation: every lookup is an index into a table the plan built.
 
-use crate::arch::{self, Applied, Arch, HiInput, Pair, RelocInput, StubInput};
+use crate::arch::dispatch::WithApply;
+use crate::arch::reloc::{Applied, Failure, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
 use crate::elf::Rela;
-use crate::error::{Error, Name, Result};
+use crate::error::{Error, Name, RelocError, Result};
 use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
 use crate::plan::{
-    Base, Definition, ExternalSlot, GotSlot, Location, LowHalf, Plan, SectionPlace, StubIndex,
-    SymbolEntry, SymbolIndex, GOT_SLOT_SIZE,
+    terminator_size, Base, BaseOffset, Definition, ExternalSlot, GotSlot, LowHalf, Plan,
+    SectionPlace, StubIndex, SymbolEntry, SymbolIndex, GOT_SLOT_SIZE,
 };
 use crate::table::{Table, TableIndex, View};
+use object::elf::RelocationType;
 
 /// One applied relocation, reported to a link observer (used by `elfjit inspect`).
 #[derive(Clone, Copy, Debug)]
@@ -39,7 +41,7 @@ struct Bases {
     /// The first stub.
     stubs: u64,
     stub_size: u64,
-    /// Each [`Base`](crate::plan::Base)'s address, by [`Location::base_index`].
+    /// Each [`Base`](crate::plan::Base)'s address, by [`BaseOffset::base_index`].
     by_base: [u64; Base::COUNT],
 }
 
@@ -66,7 +68,7 @@ impl Bases {
             stubs: placement
                 .target(SegmentKind::Code)
                 .wrapping_add(plan.stub_offset),
-            stub_size: arch::stub_size(plan.arch),
+            stub_size: plan.arch.stub_size(),
             by_base: [
                 0,
                 placement.target(SegmentKind::Code),
@@ -110,7 +112,7 @@ impl Resolved<'_> {
     /// The address of `entry` (an alias carries its target's location).
     #[inline]
     fn address(&self, entry: &SymbolEntry) -> u64 {
-        let at: Location = entry.at;
+        let at: BaseOffset = entry.at;
         match at.base_index() {
             Some(base) => self
                 .bases
@@ -319,7 +321,13 @@ impl<'a> Plan<'a> {
                 if place.zeroed {
                     dest.fill(0);
                 } else {
-                    dest.copy_from_slice(entry.object.section(index)?.data);
+                    let section = entry.object.section(index)?;
+                    dest.copy_from_slice(section.data);
+                    let terminator = terminator_size(section.name);
+                    if terminator != 0 {
+                        let end = place.segment_offset.saturating_add(place.size);
+                        slice_mut(memory, end, terminator)?.fill(0);
+                    }
                 }
             }
         }
@@ -373,9 +381,11 @@ impl<'a> Plan<'a> {
                 };
                 let offset = self.stub_offset + index.offset(bases.stub_size);
                 let bytes = slice_mut(code, offset, bases.stub_size)?;
-                arch::write_stub(self.arch, bytes, &stub).ok_or(Error::BackendMismatch {
-                    what: "stub outside memory",
-                })?;
+                self.arch
+                    .write_stub(bytes, &stub)
+                    .ok_or(Error::BackendMismatch {
+                        what: "stub outside memory",
+                    })?;
             }
         }
         Ok(())
@@ -392,7 +402,7 @@ impl<'a> Plan<'a> {
         O: FnMut(&RelocRecord) + ?Sized,
     {
         let bases = &resolved.bases;
-        let pairs = arch::has_pairs(self.arch);
+        let pairs = self.arch.has_pairs();
         let mut low_halves = self.low_halves.entries().iter();
         for (object, entry) in self.loaded() {
             let object = object.position();
@@ -451,7 +461,7 @@ impl<'a> Plan<'a> {
 }
 
 /// What one architecture's relocation arithmetic returns.
-type ApplyResult = core::result::Result<Applied, arch::Failure>;
+type ApplyResult = core::result::Result<Applied, Failure>;
 
 /// What applying one section's relocations needs, fixed for the section.
 struct SectionLink<'l, 'a> {
@@ -514,7 +524,7 @@ impl SectionLink<'_, '_> {
         let place = section.get_mut(at..).unwrap_or(&mut []);
         let applied = match apply(input, place) {
             Ok(applied) => applied,
-            Err(failure) => return Err(self.error(rela, failure)),
+            Err(failure) => return Err(self.error(rela, input, failure)),
         };
         observer(&RelocRecord {
             object: self.object,
@@ -528,14 +538,15 @@ impl SectionLink<'_, '_> {
     }
 
     #[cold]
-    fn error(&self, rela: &Rela, failure: arch::Failure) -> Error {
-        self.plan.reloc_error(
-            self.object,
-            self.target,
-            rela,
-            failure.value,
-            failure.problem,
-        )
+    fn error(&self, rela: &Rela, input: &RelocInput, failure: Failure) -> Error {
+        Error::Relocation(RelocError {
+            s: input.s,
+            p: input.p,
+            value: failure.value,
+            ..self
+                .plan
+                .reloc_error(self.object, self.target, rela, failure.problem)
+        })
     }
 
     /// Applies every relocation of a section on an architecture without pairs.
@@ -548,35 +559,12 @@ impl SectionLink<'_, '_> {
     where
         O: FnMut(&RelocRecord) + ?Sized,
     {
-        // The architecture is chosen once per section, not per relocation: each loop below
-        // is compiled for one architecture's apply.
-        match self.plan.arch {
-            Arch::X86_64 => self.apply_all(arch::x86_64::apply, relocations, section, observer),
-            Arch::Aarch64 => self.apply_all(arch::aarch64::apply, relocations, section, observer),
-            Arch::Riscv64 => self.apply_all(arch::riscv64::apply, relocations, section, observer),
-            Arch::Loongarch64 => {
-                self.apply_all(arch::loongarch64::apply, relocations, section, observer)
-            }
-            Arch::Ppc64le => self.apply_all(arch::ppc64le::apply, relocations, section, observer),
-        }
-    }
-
-    #[inline(always)]
-    fn apply_all<F, O>(
-        &self,
-        apply: F,
-        relocations: impl Iterator<Item = Rela>,
-        section: &mut [u8],
-        observer: &mut O,
-    ) -> Result<()>
-    where
-        F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
-        O: FnMut(&RelocRecord) + ?Sized,
-    {
-        for rela in relocations {
-            self.apply_one(apply, &rela, &self.input(&rela), section, observer)?;
-        }
-        Ok(())
+        self.plan.arch.with_apply(ApplyAll {
+            link: self,
+            relocations,
+            section,
+            observer,
+        })
     }
 
     /// Applies every relocation of a section, giving each low half of a pair the next
@@ -592,13 +580,14 @@ impl SectionLink<'_, '_> {
         O: FnMut(&RelocRecord) + ?Sized,
     {
         let arch = self.plan.arch;
-        let mut last_type: Option<(u32, bool)> = None;
+        let mut last_type: Option<(RelocationType, bool)> = None;
         for rela in relocations {
             let is_lo = match last_type {
                 Some((r_type, is_lo)) if r_type == rela.r_type => is_lo,
                 _ => {
-                    let is_lo =
-                        arch::classify(arch, rela.r_type).is_some_and(|c| c.pair == Pair::Lo);
+                    let is_lo = arch
+                        .classify(rela.r_type)
+                        .is_some_and(|c| c.pair == Pair::Lo);
                     last_type = Some((rela.r_type, is_lo));
                     is_lo
                 }
@@ -611,12 +600,42 @@ impl SectionLink<'_, '_> {
                     .and_then(|pair| self.plan.hi_input(pair, self.resolved));
             }
             self.apply_one(
-                |input, place| arch::apply(arch, input, place),
+                |input, place| arch.apply(input, place),
                 &rela,
                 &input,
                 section,
                 observer,
             )?;
+        }
+        Ok(())
+    }
+}
+
+/// Every relocation of a section on an architecture without pairs, in a loop compiled
+/// for one architecture's `apply` (`Arch::with_apply`).
+struct ApplyAll<'s, 'l, 'a, I, O: ?Sized> {
+    link: &'s SectionLink<'l, 'a>,
+    relocations: I,
+    section: &'s mut [u8],
+    observer: &'s mut O,
+}
+
+impl<I, O> WithApply for ApplyAll<'_, '_, '_, I, O>
+where
+    I: Iterator<Item = Rela>,
+    O: FnMut(&RelocRecord) + ?Sized,
+{
+    type Output = Result<()>;
+
+    #[inline(always)]
+    fn run<F>(self, apply: F) -> Result<()>
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
+    {
+        for rela in self.relocations {
+            let input = self.link.input(&rela);
+            self.link
+                .apply_one(apply, &rela, &input, self.section, self.observer)?;
         }
         Ok(())
     }
@@ -674,6 +693,26 @@ impl<'p, 'a> Image<'p, 'a> {
         self.globals().filter(|g| g.is_function)
     }
 
+    /// The far-call stubs (veneers on aarch64) the linker wrote, one per external symbol
+    /// called from too far away, in link order of the symbols they reach.
+    pub fn stubs(&self) -> impl Iterator<Item = Stub<'a>> + '_ {
+        let bases = self.bases;
+        self.plan.loaded().flat_map(move |(_, entry)| {
+            entry.symbols().skip(1).filter_map(move |(index, flat)| {
+                let s = self.plan.symbols.get(flat)?;
+                // An alias carries its target's stub, which its target reports.
+                if matches!(s.def, Definition::Alias(_)) {
+                    return None;
+                }
+                Some(Stub {
+                    target: entry.object.symbol(index).ok()?.name,
+                    address: bases.stub(s.stub?),
+                    size: bases.stub_size,
+                })
+            })
+        })
+    }
+
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
         let resolved = self.resolved();
@@ -708,4 +747,15 @@ pub struct Global<'a> {
     pub is_function: bool,
     /// `st_other` (ppc64le keeps the local entry point offset here).
     pub other: u8,
+}
+
+/// A far-call stub (a veneer on aarch64) of a linked image.
+#[derive(Clone, Copy, Debug)]
+pub struct Stub<'a> {
+    /// The name of the symbol it jumps to.
+    pub target: &'a [u8],
+    /// Its first byte.
+    pub address: u64,
+    /// Its size in bytes.
+    pub size: u64,
 }

@@ -7,14 +7,15 @@
 //! ([`PlanStorage`], e.g. static buffers; [`PlanSizes::count`] says how much) or, with the
 //! `alloc` feature, in allocations of exactly the size needed (`Plan::new`).
 
-use crate::arch::{self, Arch, Pair, RelocClass};
+use crate::arch::reloc::{Class, Pair};
+use crate::arch::Arch;
 use crate::bits::align_up;
 use crate::elf::{Object, Rela, Symbol};
-use crate::error::{Error, Name, RelocError, RelocProblem, Result};
+use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
 use crate::memory::{Layout, SegmentRequest};
 use crate::names::{self, NameKey, NameSlot};
 use crate::table::{Table, TableIndex};
-use object::elf;
+use object::elf::{self, RelocationType};
 
 pub use crate::memory::{Segment, SegmentKind};
 pub use crate::names::NameEntry;
@@ -194,7 +195,7 @@ pub(crate) enum Base {
 }
 
 impl Base {
-    /// Every base but [`Base::External`], in the order [`Location::base_index`] counts.
+    /// Every base but [`Base::External`], in the order [`BaseOffset::base_index`] counts.
     pub(crate) const COUNT: usize = 5;
 
     fn of(segment: SegmentKind) -> Base {
@@ -208,13 +209,13 @@ impl Base {
 
 /// Where a symbol's address comes from: `offset` bytes past `base`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Location {
+pub(crate) struct BaseOffset {
     pub base: Base,
     pub offset: u64,
 }
 
-impl Location {
-    const NOWHERE: Location = Location {
+impl BaseOffset {
+    const NOWHERE: BaseOffset = BaseOffset {
         base: Base::Zero,
         offset: 0,
     };
@@ -281,7 +282,7 @@ pub struct SymbolEntry {
     /// Where the address comes from (for an alias, its target's), set when the plan is
     /// finished; an alias also carries its target's slots, size and `st_other`, so that a
     /// link reads one entry per relocation.
-    pub(crate) at: Location,
+    pub(crate) at: BaseOffset,
     pub(crate) got: Option<GotSlot>,
     pub(crate) stub: Option<StubIndex>,
     /// `st_size` of the definition.
@@ -308,7 +309,7 @@ impl SymbolEntry {
     /// An empty entry, to fill caller storage with.
     pub const EMPTY: SymbolEntry = SymbolEntry {
         def: Definition::Nothing,
-        at: Location::NOWHERE,
+        at: BaseOffset::NOWHERE,
         got: None,
         stub: None,
         size: 0,
@@ -324,7 +325,7 @@ pub struct HighHalf {
     /// The high half's place: `offset` bytes into `segment`.
     pub(crate) segment: SegmentKind,
     pub(crate) offset: u64,
-    pub(crate) r_type: u32,
+    pub(crate) r_type: RelocationType,
     /// The high half's target.
     pub(crate) symbol: Option<SymbolIndex>,
     pub(crate) addend: i64,
@@ -335,7 +336,7 @@ impl HighHalf {
     pub const EMPTY: HighHalf = HighHalf {
         segment: SegmentKind::Code,
         offset: 0,
-        r_type: 0,
+        r_type: RelocationType(0),
         symbol: None,
         addend: 0,
     };
@@ -402,7 +403,7 @@ impl PlanSizes {
                     names = grow(names, 1)?;
                 }
             }
-            if arch::has_pairs(object.arch()) {
+            if object.arch().has_pairs() {
                 let (high, low) = count_pairs(&object)?;
                 sizes.high_halves = grow(sizes.high_halves, high)?;
                 sizes.low_halves = grow(sizes.low_halves, low)?;
@@ -438,7 +439,7 @@ fn is_indexed(arch: Arch, sym: &Symbol<'_>, multi: bool) -> bool {
     if sym.is_defined() {
         multi && sym.is_global()
     } else {
-        arch::linker_defined(arch, sym.name).is_none()
+        arch.linker_defined(sym.name).is_none()
     }
 }
 
@@ -466,7 +467,7 @@ fn count_pairs(object: &Object<'_>) -> Result<(usize, usize)> {
     let (mut high, mut low) = (0usize, 0usize);
     for (rela, _) in relocation_sections(object) {
         for r in object.relocations(rela)? {
-            match arch::classify(object.arch(), r.r_type).map(|c| c.pair) {
+            match object.arch().classify(r.r_type).map(|c| c.pair) {
                 Some(Pair::Hi) => high = grow(high, 1)?,
                 Some(Pair::Lo) => low = grow(low, 1)?,
                 _ => {}
@@ -683,6 +684,17 @@ impl Fills {
     }
 }
 
+/// Zero bytes the image keeps after a loaded section of this name: 4 after `.eh_frame`,
+/// the terminator an unwinder walks the section to (libgcc's `__register_frame` takes a
+/// whole section; a relocatable object's `.eh_frame` has none, the static linker adds it).
+pub(crate) fn terminator_size(name: &[u8]) -> u64 {
+    if name == b".eh_frame" {
+        4
+    } else {
+        0
+    }
+}
+
 fn unsupported(object: &Object<'_>, index: usize, what: &'static str) -> Error {
     Error::UnsupportedSection {
         section: object.section_name(index),
@@ -690,8 +702,13 @@ fn unsupported(object: &Object<'_>, index: usize, what: &'static str) -> Error {
     }
 }
 
-fn malformed(what: &'static str, at: u64) -> Error {
+fn malformed(what: &'static str, at: Location) -> Error {
     Error::Malformed { what, at }
+}
+
+/// A table position as a location's index (positions fit in `u32`: [`grow`] checks).
+fn position(index: usize) -> u32 {
+    u32::try_from(index).unwrap_or(u32::MAX)
 }
 
 impl<'a> Plan<'a> {
@@ -741,7 +758,10 @@ impl<'a> Plan<'a> {
         let mut objects = provide.objects(inputs.len())?;
         let (mut sections, mut symbols) = (0usize, 0usize);
         for (index, slot) in objects.entries_mut().iter_mut().enumerate() {
-            let (name, bytes) = inputs.get(index).ok_or(malformed("object", index as u64))?;
+            let (name, bytes) = inputs.get(index).ok_or(malformed(
+                "object missing from the inputs",
+                Location::File { len: 0 },
+            ))?;
             let object = Object::parse(bytes)?;
             *slot = ObjectEntry(Some(Loaded {
                 object,
@@ -788,7 +808,7 @@ impl<'a> Plan<'a> {
             relocations: 0,
         };
         for (_, entry) in plan.loaded() {
-            arch::check_flags(arch, entry.object.flags())?;
+            arch.check_flags(entry.object.flags())?;
         }
         let mut fills = Fills([Fill::EMPTY; 3]);
         plan.sections = provide.sections(sections)?;
@@ -797,7 +817,7 @@ impl<'a> Plan<'a> {
         let names = plan.define_symbols(&mut fills)?;
         plan.names = provide.names(names::slots_for(names).ok_or(too_many("names"))?)?;
         plan.bind_symbols()?;
-        if arch::has_pairs(arch) {
+        if arch.has_pairs() {
             let (mut high, mut low) = (0, 0);
             for (_, entry) in plan.loaded() {
                 let (h, l) = count_pairs(&entry.object)?;
@@ -838,7 +858,10 @@ impl<'a> Plan<'a> {
                 let slot = entry
                     .section(local)
                     .and_then(|i| self.sections.get_mut(i))
-                    .ok_or(malformed("section index", local as u64))?;
+                    .ok_or(malformed(
+                        "section index",
+                        Location::Section(position(local)),
+                    ))?;
                 *slot = place;
             }
         }
@@ -876,13 +899,13 @@ impl<'a> Plan<'a> {
         if name.starts_with(b".ctors") || name.starts_with(b".dtors") {
             return Err(unsupported(object, index, "constructors or destructors"));
         }
-        if flags & u64::from(elf::SHF_TLS) != 0 {
+        if flags.contains(elf::SHF_TLS) {
             return Err(unsupported(object, index, "thread-local storage"));
         }
         let zeroed = match section.kind {
             elf::SHT_NOBITS => true,
             elf::SHT_PROGBITS | elf::SHT_NOTE => false,
-            kind if arch::is_loadable_type(arch, kind) => false,
+            kind if arch.is_loadable_type(kind) => false,
             _ => {
                 return Err(unsupported(
                     object,
@@ -891,15 +914,19 @@ impl<'a> Plan<'a> {
                 ))
             }
         };
-        let write = flags & u64::from(elf::SHF_WRITE) != 0;
-        let exec = flags & u64::from(elf::SHF_EXECINSTR) != 0;
+        let write = flags.contains(elf::SHF_WRITE);
+        let exec = flags.contains(elf::SHF_EXECINSTR);
         let segment = match (write, exec) {
             (true, true) => return Err(unsupported(object, index, "writable code (W+X)")),
             (false, true) => SegmentKind::Code,
             (true, false) => SegmentKind::Data,
             (false, false) => SegmentKind::ReadOnly,
         };
-        let offset = fills.get(segment)?.reserve(section.size, section.align)?;
+        let reserved = section
+            .size
+            .checked_add(terminator_size(name))
+            .ok_or(Error::ImageTooLarge { size: section.size })?;
+        let offset = fills.get(segment)?.reserve(reserved, section.align)?;
         Ok(SectionPlace {
             loaded: true,
             zeroed,
@@ -929,10 +956,10 @@ impl<'a> Plan<'a> {
                 let slot = self
                     .symbols
                     .get_mut(flat)
-                    .ok_or(malformed("symbol index", local as u64))?;
+                    .ok_or(malformed("symbol index", Location::Symbol(position(local))))?;
                 *slot = SymbolEntry {
                     def,
-                    at: Location::NOWHERE,
+                    at: BaseOffset::NOWHERE,
                     got: None,
                     stub: None,
                     size: sym.size,
@@ -958,7 +985,7 @@ impl<'a> Plan<'a> {
             elf::SHN_UNDEF => {
                 if sym.name.is_empty() {
                     Definition::Nothing
-                } else if let Some(bias) = arch::linker_defined(self.arch, sym.name) {
+                } else if let Some(bias) = self.arch.linker_defined(sym.name) {
                     Definition::GotRelative(bias)
                 } else {
                     Definition::External {
@@ -972,14 +999,17 @@ impl<'a> Plan<'a> {
                 // For COMMON symbols st_value is the alignment.
                 let align = sym.value.max(1);
                 if !align.is_power_of_two() || align > self.page_size {
-                    return Err(malformed("COMMON symbol alignment", index as u64));
+                    return Err(malformed(
+                        "COMMON symbol alignment",
+                        Location::Symbol(position(index)),
+                    ));
                 }
                 Definition::Common {
                     offset: fills.get(SegmentKind::Data)?.reserve(sym.size, align)?,
                 }
             }
             shndx => match entry
-                .section(usize::from(shndx))
+                .section(usize::from(shndx.0))
                 .and_then(|i| self.sections.get(i))
             {
                 Some(place) if place.loaded => Definition::Placed {
@@ -1059,9 +1089,11 @@ impl<'a> Plan<'a> {
             };
             for (rela_index, target) in relocation_sections(&entry.object) {
                 let place = self.section_of(&entry, target)?;
-                for rela in entry.object.relocations(rela_index)? {
-                    let is_hi =
-                        arch::classify(self.arch, rela.r_type).is_some_and(|c| c.pair == Pair::Hi);
+                for (number, rela) in entry.object.relocations(rela_index)?.enumerate() {
+                    let is_hi = self
+                        .arch
+                        .classify(rela.r_type)
+                        .is_some_and(|c| c.pair == Pair::Hi);
                     if !is_hi {
                         continue;
                     }
@@ -1070,7 +1102,13 @@ impl<'a> Plan<'a> {
                         .map(|s| self.canonical(s));
                     let slot = PairIndex::from_position(next)
                         .and_then(|i| self.high_halves.get_mut(i))
-                        .ok_or(malformed("relocation pairs", next as u64))?;
+                        .ok_or(malformed(
+                            "relocation pairs",
+                            Location::Relocation {
+                                section: position(rela_index),
+                                index: position(number),
+                            },
+                        ))?;
                     *slot = HighHalf {
                         segment: place.segment,
                         offset: place.segment_offset.wrapping_add(rela.offset),
@@ -1095,7 +1133,7 @@ impl<'a> Plan<'a> {
             .section(index)
             .and_then(|i| self.sections.get(i))
             .copied()
-            .ok_or(malformed("section", index as u64))
+            .ok_or(malformed("section", Location::Section(position(index))))
     }
 
     /// The high half whose place the low half's label symbol marks.
@@ -1112,38 +1150,38 @@ impl<'a> Plan<'a> {
             .and_then(|_| PairIndex::from_position(at))
     }
 
-    /// A relocation error for `rela` in section `target` of object `object`, naming them.
+    /// A relocation error for `rela` in section `target` of object `object`, located by
+    /// the object ([`Object::reloc_error`]) and named with the name the caller gave the
+    /// object ([`Input`]); S, P and the value are 0 until the linker fills them.
     pub(crate) fn reloc_error(
         &self,
         object: usize,
         target: usize,
         rela: &Rela,
-        value: i128,
         problem: RelocProblem,
-    ) -> Error {
-        let entry = self.object(object);
-        let symbol = entry.and_then(|e| {
-            let sym = e.object.symbol(rela.symbol as usize).ok()?;
-            if !sym.name.is_empty() {
-                return Some(sym.name);
-            }
-            // A section symbol: name its section.
-            e.object
-                .section(usize::from(sym.shndx))
-                .ok()
-                .map(|s| s.name)
-        });
-        Error::Relocation(RelocError {
-            object: u32::try_from(object).unwrap_or(u32::MAX),
-            object_name: entry.and_then(|e| e.name).map(|n| Name::new(n.as_bytes())),
-            arch: self.arch,
-            r_type: rela.r_type,
-            section: self.section_name(object, target),
-            offset: rela.offset,
-            symbol: Name::new(symbol.unwrap_or(b"?")),
-            value,
-            problem,
-        })
+    ) -> RelocError {
+        match self.object(object) {
+            Some(entry) => RelocError {
+                object_name: entry.name.map(|n| Name::new(n.as_bytes())),
+                ..entry.object.reloc_error(object, target, rela, problem)
+            },
+            // Not reached: every caller passes one of the plan's objects.
+            None => RelocError {
+                object: position(object),
+                object_name: None,
+                arch: self.arch,
+                r_type: rela.r_type,
+                name: self.arch.reloc_name(rela.r_type),
+                section: Name::new(b"?"),
+                offset: rela.offset,
+                symbol: Name::new(b"?"),
+                s: 0,
+                a: rela.addend,
+                p: 0,
+                value: 0,
+                problem,
+            },
+        }
     }
 
     fn scan_relocations(&mut self) -> Result<()> {
@@ -1155,8 +1193,14 @@ impl<'a> Plan<'a> {
             };
             for (rela_index, target) in relocation_sections(&entry.object) {
                 let place = self.section_of(&entry, target)?;
+                let first = count;
+                // Entry `number` of the relocation section, for a malformed one.
+                let at = |count: u64| Location::Relocation {
+                    section: position(rela_index),
+                    index: u32::try_from(count - first - 1).unwrap_or(u32::MAX),
+                };
                 // Relocations of one type come in runs: classify each run once.
-                let mut last: Option<(u32, RelocClass)> = None;
+                let mut last: Option<(RelocationType, Class)> = None;
                 let mut relocations = entry.object.relocations(rela_index)?;
                 let mut next = relocations.next();
                 while let Some(rela) = next {
@@ -1165,15 +1209,14 @@ impl<'a> Plan<'a> {
                     let class = match last {
                         Some((r_type, class)) if r_type == rela.r_type => class,
                         _ => {
-                            let class =
-                                arch::classify(self.arch, rela.r_type).ok_or_else(|| {
-                                    Error::UnsupportedRelocation {
-                                        arch: self.arch,
-                                        r_type: rela.r_type,
-                                        section: entry.object.section_name(target),
-                                        offset: rela.offset,
-                                    }
-                                })?;
+                            let class = self.arch.classify(rela.r_type).ok_or_else(|| {
+                                Error::Relocation(self.reloc_error(
+                                    index,
+                                    target,
+                                    &rela,
+                                    RelocProblem::Unsupported,
+                                ))
+                            })?;
                             last = Some((rela.r_type, class));
                             class
                         }
@@ -1186,23 +1229,27 @@ impl<'a> Plan<'a> {
                         .checked_add(u64::from(class.width))
                         .is_some_and(|end| end <= place.size);
                     if !in_bounds || place.zeroed {
-                        return Err(Error::RelocationOutOfBounds {
-                            section: entry.object.section_name(target),
-                            offset: rela.offset,
-                        });
+                        let problem = RelocProblem::OutsideSection {
+                            width: class.width,
+                            size: if place.zeroed { 0 } else { place.size },
+                        };
+                        return Err(Error::Relocation(
+                            self.reloc_error(index, target, &rela, problem),
+                        ));
                     }
                     let symbol = entry.symbol(rela.symbol as usize).ok_or(malformed(
-                        "relocation's symbol index",
-                        u64::from(rela.symbol),
+                        "relocation's symbol index out of range",
+                        at(count),
                     ))?;
                     if class.pair == Pair::Lo {
                         // The low half's symbol labels its high half's place, not a target.
                         let high = self.find_high_half(symbol).ok_or_else(|| {
-                            self.reloc_error(index, target, &rela, 0, RelocProblem::Unpaired)
+                            let problem = RelocProblem::Unpaired;
+                            Error::Relocation(self.reloc_error(index, target, &rela, problem))
                         })?;
                         let slot = LowIndex::from_position(low)
                             .and_then(|i| self.low_halves.get_mut(i))
-                            .ok_or(malformed("relocation pairs", low as u64))?;
+                            .ok_or(malformed("relocation pairs", at(count)))?;
                         *slot = LowHalf(Some(high));
                         low += 1;
                         continue;
@@ -1244,16 +1291,16 @@ impl<'a> Plan<'a> {
     fn reserve(
         &mut self,
         symbol: SymbolIndex,
-        class: RelocClass,
+        class: Class,
         entry: &Loaded<'a>,
         target: usize,
     ) -> Result<()> {
         let canonical = self.canonical(symbol);
-        let stub_uses_got = arch::stub_uses_got(self.arch);
-        let sym = self
-            .symbols
-            .get_mut(canonical)
-            .ok_or(malformed("relocation's symbol index", canonical.into()))?;
+        let stub_uses_got = self.arch.stub_uses_got();
+        let sym = self.symbols.get_mut(canonical).ok_or(malformed(
+            "relocation's symbol index",
+            Location::Symbol(position(canonical.position())),
+        ))?;
         let external = match &mut sym.def {
             Definition::Unloaded => {
                 return Err(Error::UnsupportedSection {
@@ -1286,7 +1333,7 @@ impl<'a> Plan<'a> {
     }
 
     fn finish_layout(&mut self, fills: &mut Fills) -> Result<()> {
-        let stub_bytes = u64::from(self.stubs) * arch::stub_size(self.arch);
+        let stub_bytes = u64::from(self.stubs) * self.arch.stub_size();
         self.stub_offset = fills.get(SegmentKind::Code)?.reserve(stub_bytes, 16)?;
         // `_GLOBAL_OFFSET_TABLE_` and `.TOC.` are defined from the GOT's address, so a GOT
         // they refer to takes room even with no slots: an empty segment has no address.
@@ -1320,36 +1367,36 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    /// Sets every symbol's [`Location`]; an alias takes its target's location, slots, size
+    /// Sets every symbol's [`BaseOffset`]; an alias takes its target's location, slots, size
     /// and `st_other` (aliases never chain, so one pass over targets first suffices).
     fn locate_symbols(&mut self) {
         for symbol in self.symbols.entries_mut() {
             symbol.at = match symbol.def {
                 Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => {
-                    Location::NOWHERE
+                    BaseOffset::NOWHERE
                 }
-                Definition::Absolute(value) => Location {
+                Definition::Absolute(value) => BaseOffset {
                     base: Base::Zero,
                     offset: value,
                 },
-                Definition::Placed { segment, offset } => Location {
+                Definition::Placed { segment, offset } => BaseOffset {
                     base: Base::of(segment),
                     offset,
                 },
-                Definition::Common { offset } => Location {
+                Definition::Common { offset } => BaseOffset {
                     base: Base::Data,
                     offset,
                 },
-                Definition::GotRelative(bias) => Location {
+                Definition::GotRelative(bias) => BaseOffset {
                     base: Base::Got,
                     offset: bias as u64,
                 },
                 Definition::External { slot, .. } => match slot {
-                    Some(slot) => Location {
+                    Some(slot) => BaseOffset {
                         base: Base::External,
                         offset: slot.into(),
                     },
-                    None => Location::NOWHERE,
+                    None => BaseOffset::NOWHERE,
                 },
             };
         }
@@ -1474,7 +1521,7 @@ impl<'a> Plan<'a> {
 /// A run of plain data relocations of one type in one section: each needs only its place
 /// in bounds and a symbol with an address, so the scan checks just that, in a tight loop.
 struct PlainRun<'t> {
-    r_type: u32,
+    r_type: RelocationType,
     /// The last offset a field of the type fits at.
     limit: u64,
     /// The object's symbols.
