@@ -64,10 +64,9 @@ impl Module {
             Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH))
         })?;
         let memory = MmapBackend::new();
-        // Built in place: a plan is about 200 KB, and moving it out of `Plan::new` cost a
-        // third of a small kernel's load.
-        let mut plan = Plan::empty();
-        plan.replan(objects, memory.page_size())?;
+        // The plan's tables are on the heap, sized to the objects: a load needs little
+        // stack (a few hundred bytes for the plan itself).
+        let plan = Plan::new(objects, memory.page_size())?;
         if plan.arch() != host {
             return Err(Error::Unsupported(format!(
                 "the object is for {}, but this host is {host}; load it on {0} or run it with \
@@ -88,7 +87,7 @@ impl Module {
             })
         }
         #[cfg(not(feature = "dlopen-fallback"))]
-        Module::link_in_memory(host, objects, &mut plan, memory, resolver)
+        Module::link_in_memory(host, objects, &plan, memory, resolver)
     }
 
     /// The in-memory loader: `plan` linked into `memory`.
@@ -96,7 +95,7 @@ impl Module {
     fn link_in_memory(
         host: Arch,
         objects: &[&[u8]],
-        plan: &mut Plan<'_>,
+        plan: &Plan<'_>,
         mut memory: MmapBackend,
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
     ) -> Result<Module> {
@@ -153,5 +152,77 @@ impl Module {
             #[cfg(feature = "dlopen-fallback")]
             Backing::Library(_, region) => *region,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clang::{CompileOptions, Compiler, Lang};
+    use elfjit_core::plan::{
+        HighHalf, LowHalf, NameEntry, ObjectEntry, PlanSizes, SectionPlace, SymbolEntry,
+    };
+
+    /// A kernel with read-only data, data and a libm call, like the corpus's saxpy.
+    const SMALL: &str = "extern float expf(float);\n\
+        static const float w[16] = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16};\n\
+        int calls;\n\
+        float kernel(float *out, const float *in, int n) {\n\
+            float s = 0; calls++;\n\
+            for (int i = 0; i < n; i++) { out[i] = expf(in[i] * w[i & 15]); s += out[i]; }\n\
+            return s;\n\
+        }\n";
+
+    fn small_object() -> Vec<u8> {
+        let host = Arch::host().expect("a supported host");
+        Compiler::find()
+            .expect("clang")
+            .compile(SMALL.as_bytes(), &CompileOptions::new(Lang::C, host))
+            .expect("compile")
+    }
+
+    /// The plan's tables live on the heap: loading, calling and dropping a module fits a
+    /// 64 KiB thread stack (the fixed-capacity plan alone was about 200 KB).
+    #[test]
+    fn loads_on_a_64_kib_stack() {
+        let object = small_object();
+        let result = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let module = Module::load(&object).expect("load");
+                let kernel = module.symbol("kernel").expect("kernel");
+                // SAFETY: `kernel` is `float kernel(float *, const float *, int)`; `module`
+                // outlives the call.
+                let f: extern "C" fn(*mut f32, *const f32, i32) -> f32 =
+                    unsafe { std::mem::transmute(kernel) };
+                let input = [0.5f32; 4];
+                let mut out = [0f32; 4];
+                f(out.as_mut_ptr(), input.as_ptr(), 4)
+            })
+            .expect("spawn")
+            .join()
+            .expect("the load ran within 64 KiB of stack");
+        let want: f32 = (0..4).map(|i| (0.5f32 * (i + 1) as f32).exp()).sum();
+        assert!((result - want).abs() < 1e-3 * want, "{result} vs {want}");
+    }
+
+    /// What a small kernel's plan occupies: the `Plan` value (stack or wherever it is
+    /// kept) and its tables (heap, exactly sized); printed for the README.
+    #[test]
+    fn a_small_kernels_plan_is_small() {
+        let object = small_object();
+        let plan = Plan::new(&[&object], 4096).expect("plan");
+        let sizes = plan.sizes();
+        assert_eq!(sizes, PlanSizes::count(&[&object]).expect("count"));
+        let tables = sizes.objects * std::mem::size_of::<ObjectEntry<'_>>()
+            + sizes.sections * std::mem::size_of::<SectionPlace>()
+            + sizes.symbols * std::mem::size_of::<SymbolEntry>()
+            + sizes.names * std::mem::size_of::<NameEntry>()
+            + sizes.high_halves * std::mem::size_of::<HighHalf>()
+            + sizes.low_halves * std::mem::size_of::<LowHalf>();
+        let value = std::mem::size_of::<Plan<'_>>();
+        eprintln!("small kernel plan: {value} bytes + {tables} bytes of tables ({sizes:?})");
+        assert!(value < 1024, "{value}");
+        assert!(tables < 8 * 1024, "{tables}");
     }
 }
