@@ -5,6 +5,7 @@
 //! library with `clang -shared` and opens it with `dlopen` instead (see [`crate::fallback`]).
 
 use crate::error::{Error, Result};
+use crate::symbol::{Symbol, SymbolType};
 use elfjit_core::{Arch, Plan, SymbolResolver};
 use elfjit_os::{MmapBackend, ProcessResolver};
 use std::collections::HashMap;
@@ -57,7 +58,7 @@ impl Module {
         objects: &[&[u8]],
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
     ) -> Result<Module> {
-        let host = Arch::from_name(std::env::consts::ARCH).ok_or_else(|| {
+        let host = Arch::host().ok_or_else(|| {
             Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH))
         })?;
         let memory = MmapBackend::new();
@@ -122,6 +123,25 @@ impl Module {
     /// The executable address of a defined global symbol.
     pub fn symbol(&self, name: &str) -> Option<*const u8> {
         self.symbols.get(name).map(|&a| a as usize as *const u8)
+    }
+
+    /// The defined global symbol `name` as a `T` (an `unsafe extern "C" fn` type for a
+    /// function, a raw pointer for data), borrowing the module so that it cannot outlive
+    /// it: see [`crate::symbol`]. A function type for a symbol that is not one of
+    /// [`Module::functions`] is [`Error::UnknownEntry`], as is a name the module does not
+    /// define.
+    pub fn get<T: SymbolType>(&self, name: &str) -> Result<Symbol<'_, T>> {
+        let unknown = || Error::UnknownEntry {
+            name: name.to_string(),
+            available: self.functions.clone(),
+        };
+        if T::IS_FUNCTION && !self.functions.iter().any(|f| f == name) {
+            return Err(unknown());
+        }
+        match self.symbol(name) {
+            Some(address) if !address.is_null() => Ok(Symbol::new(self, address)),
+            _ => Err(unknown()),
+        }
     }
 
     /// The names of the global functions the module defines, in symbol-table order.

@@ -15,8 +15,9 @@
 
 use elfjit::args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 use elfjit::clang::Lang;
-use elfjit::run::{run, RunRequest};
+use elfjit::run::RunRequest;
 use elfjit::{Arch, Error};
+use elfjit_emulate::run;
 use elfjit_tests::{check_case_emulated, corpus};
 
 /// Every corpus case valid on `arch`, at -O0..-O3, through the runner; every failure is
