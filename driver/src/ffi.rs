@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn every_return_type() {
         let i32k = ArgKind::Scalar(ScalarType::I32);
-        // SAFETY (all calls below): each function has exactly the interface's signature.
+        // SAFETY: (all calls below) each function has exactly the interface's signature.
         unsafe {
             let ci = CallInterface::new(&[i32k, i32k], RetType::I32).unwrap();
             let r = ci.call(

@@ -22,7 +22,7 @@
 //! - loading and calling: [`module`] (the loaded image), [`symbol`] (typed symbols that
 //!   borrow it), [`ffi`] (calls whose signature is known at run time, through libffi);
 //! - running a kernel described by `elfjit run`'s options: [`args`] (the `--arg`/`--ret`
-//!   grammar, typed values and aligned buffers), [`run`] (compile → link → execute →
+//!   grammar, typed values and aligned buffers), [`run`](mod@run) (compile → link → execute →
 //!   outcome, one [`run::Executor`] interface) and [`native`] (the executor for this
 //!   process; `elfjit-emulate` has the one for other architectures);
 //! - the ground under them: [`child`] (the one way a child process is run), [`bounded`]

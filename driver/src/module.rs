@@ -2,7 +2,7 @@
 //! symbol name. The memory belongs to the [`Module`] and is unmapped when it is dropped.
 //!
 //! With the `dlopen-fallback` feature the same API links the objects into a shared
-//! library with `clang -shared` and opens it with `dlopen` instead (see [`crate::fallback`]).
+//! library with `clang -shared` and opens it with `dlopen` instead (see `fallback.rs`).
 
 use crate::error::{Error, Result};
 use crate::symbol::{Symbol, SymbolType};

@@ -372,3 +372,29 @@ fn run_emulated(compiled: &Compiled<'_>) -> Result<RunOutcome> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_target_compile_errors_come_first() {
+        let c = Compiler::find().expect("clang (./scripts/setup installs clang-19)");
+        let host = Arch::host();
+        let foreign = Arch::ALL.into_iter().find(|a| Some(*a) != host).unwrap();
+        let mut req = RunRequest::new("int f( {", Lang::C);
+        req.target = foreign;
+        // SAFETY: (both runs) the source does not compile, so nothing is called.
+        assert!(matches!(
+            unsafe { run_with(&c, &req) }.unwrap_err(),
+            Error::ClangFailed { .. }
+        ));
+        // Forced emulation on the host: the same.
+        req.target = host.unwrap_or(Arch::X86_64);
+        req.emulate = true;
+        assert!(matches!(
+            unsafe { run_with(&c, &req) }.unwrap_err(),
+            Error::ClangFailed { .. }
+        ));
+    }
+}

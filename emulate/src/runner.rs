@@ -727,9 +727,7 @@ mod tests {
     #[test]
     fn crashes_and_failures_become_errors() {
         let sh = Path::new("/bin/sh");
-        if !sh.exists() {
-            return;
-        }
+        assert!(sh.exists(), "this test runs /bin/sh as a stand-in for qemu");
         let run = |script: &str| {
             exchange(
                 Arch::X86_64,
