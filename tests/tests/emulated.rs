@@ -1,5 +1,5 @@
 //! Emulated runs: the whole corpus, a far call, and the failure paths, through elfjit's own
-//! runner under qemu-user (`elfjit::emulate`).
+//! runner under qemu-user (`elfjit_emulate`).
 //!
 //! x86_64 runs here through the runner under qemu-x86_64 (forced emulation), which checks
 //! the machinery itself against the native results. Every other architecture runs once its
