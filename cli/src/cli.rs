@@ -137,8 +137,14 @@ pub struct RunArgs {
                      why and nothing is cached"
     )]
     pub cache: bool,
-    /// build the kernel for a debugger
-    #[arg(long)]
+    /// compile with -g and register the kernel with the GDB JIT interface (host only)
+    #[arg(
+        long,
+        long_help = "compile with -g and register the kernel with the GDB JIT interface, so\n\
+                     `gdb --args elfjit run k.c --debug ...` can `break KERNEL` (pending) and\n\
+                     stop at its source line (host only). ELFJIT_GDB=1 registers without -g;\n\
+                     ELFJIT_PERF=map|jitdump writes perf's symbol files (see the README)"
+    )]
     pub debug: bool,
     /// print exactly one JSON object on stdout (see below)
     #[arg(long)]

@@ -213,7 +213,11 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
         Some(t) => t,
         None => host_arch()?,
     };
-    let source = read_input(&file)?;
+    let mut source = read_input(&file)?;
+    if args.debug && lang == Lang::C && file.as_os_str() != "-" {
+        // clang reads the source from a pipe: name the file for the debug information.
+        source = elfjit::clang::with_file_name(&source, &file);
+    }
 
     let mut req = RunRequest::new(source, lang);
     req.entry = args.entry;

@@ -7,7 +7,7 @@ use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
 use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
-use crate::plan::{Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
+use crate::plan::{terminator_size, Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
 
 /// One applied relocation, reported to a link observer (used by `elfjit inspect`).
 #[derive(Clone, Copy, Debug)]
@@ -126,7 +126,13 @@ impl<'a> Plan<'a> {
                 if place.zeroed {
                     dest.fill(0);
                 } else {
-                    dest.copy_from_slice(entry.object.section(index)?.data);
+                    let section = entry.object.section(index)?;
+                    dest.copy_from_slice(section.data);
+                    let terminator = terminator_size(section.name);
+                    if terminator != 0 {
+                        let end = place.segment_offset.saturating_add(place.size);
+                        slice_mut(memory, end, terminator)?.fill(0);
+                    }
                 }
             }
         }
@@ -440,6 +446,26 @@ impl<'a> Image<'_, 'a> {
         self.globals().filter(|g| g.is_function)
     }
 
+    /// The far-call stubs (veneers on aarch64) the linker wrote, one per external symbol
+    /// called from too far away, in link order of the symbols they reach.
+    pub fn stubs(&self) -> impl Iterator<Item = Stub<'a>> + '_ {
+        let stub_base = self.plan.stub_base(&self.placement);
+        let size = self.plan.arch.stub_size();
+        self.plan.objects.iter().flat_map(move |entry| {
+            (1..entry.object.symbol_count()).filter_map(move |index| {
+                let s = self.plan.symbols.get(entry.symbol_base as usize + index)?;
+                if s.stub == u32::MAX {
+                    return None;
+                }
+                Some(Stub {
+                    target: entry.object.symbol(index).ok()?.name,
+                    address: stub_base.wrapping_add(u64::from(s.stub) * size),
+                    size,
+                })
+            })
+        })
+    }
+
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
         self.plan.objects.iter().flat_map(move |entry| {
@@ -474,4 +500,15 @@ pub struct Global<'a> {
     pub is_function: bool,
     /// `st_other` (ppc64le keeps the local entry point offset here).
     pub other: u8,
+}
+
+/// A far-call stub (a veneer on aarch64) of a linked image.
+#[derive(Clone, Copy, Debug)]
+pub struct Stub<'a> {
+    /// The name of the symbol it jumps to.
+    pub target: &'a [u8],
+    /// Its first byte.
+    pub address: u64,
+    /// Its size in bytes.
+    pub size: u64,
 }

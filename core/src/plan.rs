@@ -174,6 +174,17 @@ impl Fill {
     }
 }
 
+/// Zero bytes the image keeps after a loaded section of this name: 4 after `.eh_frame`,
+/// the terminator an unwinder walks the section to (libgcc's `__register_frame` takes a
+/// whole section; a relocatable object's `.eh_frame` has none, the static linker adds it).
+pub(crate) fn terminator_size(name: &[u8]) -> u64 {
+    if name == b".eh_frame" {
+        4
+    } else {
+        0
+    }
+}
+
 fn unsupported(object: &Object<'_>, index: usize, what: &'static str) -> Error {
     Error::UnsupportedSection {
         section: object.section_name(index),
@@ -359,7 +370,11 @@ impl<'a> Plan<'a> {
         let end = ends
             .get_mut(segment.index())
             .ok_or(Error::ImageTooLarge { size: 0 })?;
-        let offset = end.reserve(section.size, section.align)?;
+        let reserved = section
+            .size
+            .checked_add(terminator_size(name))
+            .ok_or(Error::ImageTooLarge { size: section.size })?;
+        let offset = end.reserve(reserved, section.align)?;
         Ok(SectionPlace {
             loaded: true,
             zeroed,

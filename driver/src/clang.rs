@@ -26,6 +26,26 @@ const MAX_VERSION_OUTPUT: usize = 64 << 10;
 /// The most bytes of dependency list (`-MD`) read for the compile cache.
 const MAX_DEPENDENCY_LIST: usize = 1 << 20;
 
+/// C `source` prefixed with a `#line 1 "<path>"` directive naming `path` (made absolute),
+/// so that debug information compiled from a pipe names the file it came from.
+pub fn with_file_name(source: &[u8], path: &Path) -> Vec<u8> {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut escaped = String::new();
+    for c in absolute.to_string_lossy().chars() {
+        match c {
+            '"' | '\\' => {
+                escaped.push('\\');
+                escaped.push(c);
+            }
+            '\n' | '\r' => escaped.push('?'),
+            c => escaped.push(c),
+        }
+    }
+    let mut out = format!("#line 1 \"{escaped}\"\n").into_bytes();
+    out.extend_from_slice(source);
+    out
+}
+
 /// The default limit on one clang run.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -39,6 +39,9 @@ pub enum Error {
     Link(elfjit_core::Error),
     /// The OS refused memory (mmap/mprotect).
     Memory(String),
+    /// Telling a profiler, debugger or unwinder about a module failed (`ELFJIT_PERF`,
+    /// `ELFJIT_GDB`, [`elfjit_observe::enable`]).
+    Observe(elfjit_observe::Error),
     /// `--entry NAME` (or a lookup by name) found no such function.
     UnknownEntry {
         /// The name asked for.
@@ -95,6 +98,7 @@ impl fmt::Display for Error {
             Error::Link(elfjit_core::Error::Backend(b)) => backend(f, b),
             Error::Link(e) => write!(f, "{e}"),
             Error::Memory(m) => write!(f, "memory: {m}"),
+            Error::Observe(e) => write!(f, "{e}"),
             Error::UnknownEntry { name, available } => write!(
                 f,
                 "unknown entry `{name}`; global functions: {}",
@@ -141,8 +145,15 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Observe(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<elfjit_observe::Error> for Error {
+    fn from(e: elfjit_observe::Error) -> Self {
+        Error::Observe(e)
     }
 }
 

@@ -25,6 +25,9 @@
 //!   grammar, typed values and aligned buffers), [`run`](mod@run) (compile → link → execute →
 //!   outcome, one [`run::Executor`] interface) and [`native`] (the executor for this
 //!   process; `elfjit-emulate` has the one for other architectures);
+//! - seeing them run: [`observe`] (perf's symbol files, the GDB JIT interface and unwind
+//!   registration, the `elfjit-observe` crate), told about every module [`Module::load`]
+//!   links in memory;
 //! - the ground under them: [`child`] (the one way a child process is run), [`bounded`]
 //!   (capped reads), [`private_dir`] (directories only this user can write), [`notes`]
 //!   (one line on stderr per reason), [`error`].
@@ -46,6 +49,8 @@ pub mod flags;
 pub mod module;
 pub mod native;
 pub mod notes;
+/// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
+pub use elfjit_observe as observe;
 pub mod parallel;
 pub mod private_dir;
 pub mod run;

@@ -13,6 +13,9 @@ use std::collections::HashMap;
 /// Linked code and data in memory owned by this value; unmapped on drop.
 pub struct Module {
     arch: Arch,
+    // What profilers, debuggers and the unwinder were told (see `elfjit_observe`); declared
+    // before `memory` so that it is unregistered before the memory is unmapped.
+    observed: Option<elfjit_observe::Registration>,
     // Kept alive for the addresses below; dropping it unmaps the image.
     memory: Backing,
     symbols: HashMap<String, u64>,
@@ -78,24 +81,31 @@ impl Module {
             let loaded = crate::fallback::load(&plan, host, objects, resolver)?;
             Ok(Module {
                 arch: host,
+                // The dynamic linker tells debuggers and the unwinder about the library.
+                observed: None,
                 memory: Backing::Library(loaded.library, loaded.region),
                 symbols: loaded.symbols,
                 functions: loaded.functions,
             })
         }
         #[cfg(not(feature = "dlopen-fallback"))]
-        Module::link_in_memory(host, &mut plan, memory, resolver)
+        Module::link_in_memory(host, objects, &mut plan, memory, resolver)
     }
 
     /// The in-memory loader: `plan` linked into `memory`.
     #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
     fn link_in_memory(
         host: Arch,
+        objects: &[&[u8]],
         plan: &mut Plan<'_>,
         mut memory: MmapBackend,
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
     ) -> Result<Module> {
         let image = plan.link(&mut memory, &mut Chain { first: resolver })?;
+        // With every observer off and no .eh_frame this is one atomic load.
+        // SAFETY: `memory` holds the image and is kept in the module, which drops the
+        // registration first (field order).
+        let observed = unsafe { elfjit_observe::observe_image("module", objects, &image)? };
         let mut symbols = HashMap::new();
         let mut functions = Vec::new();
         for global in image.globals() {
@@ -109,10 +119,17 @@ impl Module {
         }
         Ok(Module {
             arch: host,
+            observed,
             memory: Backing::Mapped(memory),
             symbols,
             functions,
         })
+    }
+
+    /// What profilers, debuggers and the unwinder were told about this module, if any
+    /// observer is on or it loaded an `.eh_frame` (see [`crate::observe`]).
+    pub fn observed(&self) -> Option<&elfjit_observe::Registration> {
+        self.observed.as_ref()
     }
 
     /// The architecture the module was linked for.

@@ -58,7 +58,13 @@ impl Executor for Native {
             ));
         }
         match host.arch {
-            Some(arch) if arch == req.target => Ok(host),
+            Some(arch) if arch == req.target => {
+                if req.debug {
+                    // Before the load, which then registers the module with the debugger.
+                    elfjit_observe::enable(elfjit_observe::Features::GDB)?;
+                }
+                Ok(host)
+            }
             Some(arch) => Err(Error::Unsupported(format!(
                 "a kernel for {} cannot run natively on this {arch} host; run it with an \
                  emulated executor (elfjit-emulate, `elfjit run --target {}`)",

@@ -52,7 +52,9 @@ pub struct RunRequest {
     /// (foreign targets always are); [`Native`] refuses such a request. See the
     /// `elfjit-emulate` crate, which also honours `ELFJIT_EMULATE=1`.
     pub emulate: bool,
-    /// Build the kernel for a debugger (`elfjit run --debug`).
+    /// Compile with `-g` and register the module with the GDB JIT interface, so a debugger
+    /// can break in the kernel by name and show its source lines (`elfjit run --debug`).
+    /// Native runs only: an emulated executor refuses it (the kernel runs inside qemu).
     pub debug: bool,
 }
 
@@ -77,6 +79,7 @@ impl RunRequest {
     pub fn compile_options(&self) -> CompileOptions {
         let mut opts = CompileOptions::new(self.lang, self.target);
         opts.opt_level = self.opt_level;
+        opts.debug_info = self.debug;
         opts
     }
 }
@@ -124,9 +127,11 @@ pub struct Compiled<'a> {
 /// Where and how a compiled kernel is linked and called: the one interface both the
 /// native and the emulated executor implement.
 pub trait Executor {
-    /// Checks that this executor can run `req` (before anything is compiled) and returns
-    /// the host description the kernel is compiled with: it decides between the native
-    /// CPU's flags and a generic CPU's ([`crate::flags::clang_args`]).
+    /// Checks that this executor can run `req` and readies it (before anything is
+    /// compiled: the native executor turns on the GDB JIT interface for
+    /// [`RunRequest::debug`]), and returns the host description the kernel is compiled
+    /// with: it decides between the native CPU's flags and a generic CPU's
+    /// ([`crate::flags::clang_args`]).
     fn prepare(&self, req: &RunRequest) -> Result<HostInfo>;
 
     /// Links `compiled.object`, calls its entry with the request's arguments and returns

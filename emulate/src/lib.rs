@@ -144,7 +144,14 @@ pub unsafe fn run_cached(
 pub struct Emulated;
 
 impl Executor for Emulated {
-    fn prepare(&self, _req: &RunRequest) -> Result<HostInfo> {
+    fn prepare(&self, req: &RunRequest) -> Result<HostInfo> {
+        if req.debug {
+            return Err(Error::BadArgument {
+                what: "--debug".into(),
+                reason: "debugging runs on the host only; an emulated kernel runs inside qemu"
+                    .into(),
+            });
+        }
         Ok(compile_host())
     }
 
@@ -384,16 +391,19 @@ mod tests {
         let foreign = Arch::ALL.into_iter().find(|a| Some(*a) != host).unwrap();
         let mut req = RunRequest::new("int f( {", Lang::C);
         req.target = foreign;
-        // SAFETY: (both runs) the source does not compile, so nothing is called.
+        // SAFETY: the source does not compile, so nothing is called.
+        let foreign_run = unsafe { run_with(&c, &req) };
         assert!(matches!(
-            unsafe { run_with(&c, &req) }.unwrap_err(),
+            foreign_run.unwrap_err(),
             Error::ClangFailed { .. }
         ));
         // Forced emulation on the host: the same.
         req.target = host.unwrap_or(Arch::X86_64);
         req.emulate = true;
+        // SAFETY: as above.
+        let emulated_run = unsafe { run_with(&c, &req) };
         assert!(matches!(
-            unsafe { run_with(&c, &req) }.unwrap_err(),
+            emulated_run.unwrap_err(),
             Error::ClangFailed { .. }
         ));
     }

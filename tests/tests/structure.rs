@@ -107,7 +107,11 @@ fn references(code: &str, prefix: &str) -> Vec<String> {
         if path.is_empty() && rest.starts_with('{') {
             let end = rest.find('}').unwrap_or(rest.len());
             for member in rest[1..end].split(',') {
-                let m: String = member.trim().chars().take_while(|&c| is_ident(c) || c == ':').collect();
+                let m: String = member
+                    .trim()
+                    .chars()
+                    .take_while(|&c| is_ident(c) || c == ':')
+                    .collect();
                 if !m.is_empty() {
                     out.push(m);
                 }
@@ -249,7 +253,11 @@ fn no_file_imports_a_file_that_imports_it() {
         }
     }
     println!("{report}");
-    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
     assert!(report.contains("elfjit-cli"), "{report}");
 }
 
@@ -259,7 +267,10 @@ fn the_reader_finds_what_it_must() {
         references("use crate::{a::b, c};\nlet x = crate::d::E;", "crate::"),
         ["a::b", "c", "d::E"]
     );
-    assert_eq!(references("elfjit_crate::x super::super::y", "crate::"), Vec::<String>::new());
+    assert_eq!(
+        references("elfjit_crate::x super::super::y", "crate::"),
+        Vec::<String>::new()
+    );
     let mut m = BTreeMap::new();
     m.insert(vec!["arch".to_string()], String::new());
     m.insert(vec!["arch".to_string(), "reloc".to_string()], String::new());
