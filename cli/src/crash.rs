@@ -15,7 +15,7 @@
 //! `raise(3)`. The kernel's name and the module's range are published through atomics
 //! before the call.
 
-use elfjit::run::CallObserver;
+use elfjit::native::CallObserver;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 const NAME_CAP: usize = 120;

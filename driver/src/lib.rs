@@ -65,8 +65,8 @@ pub use error::{Error, Result};
 pub use ffi::{ArgValue, CallInterface};
 pub use flags::{CompileOptions, Lang};
 pub use module::Module;
-pub use native::Native;
-pub use run::{run, run_cached, run_on, run_with, Executor, RunOutcome, RunRequest, Timings};
+pub use native::{run, run_cached, run_with, Native};
+pub use run::{run_on, Executor, RunOutcome, RunRequest, Timings};
 pub use symbol::Symbol;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.

@@ -156,7 +156,8 @@ impl Module {
             return Err(unknown());
         }
         match self.symbol(name) {
-            Some(address) if !address.is_null() => Ok(Symbol::new(self, address)),
+            // The symbol borrows `self` (the signature ties its lifetime to `&self`).
+            Some(address) if !address.is_null() => Ok(Symbol::new(address)),
             _ => Err(unknown()),
         }
     }

@@ -1,12 +1,15 @@
 //! The native executor: the kernel linked into this process ([`Module::load`]) and called
-//! through libffi ([`CallInterface`]), its `--arg` buffers in this process's memory.
+//! through libffi ([`CallInterface`]), its `--arg` buffers in this process's memory; and
+//! [`run`], [`run_with`] and [`run_cached`], [`run_on`] with it.
 
 use crate::args::{ArgKind, ArgOutcome, ArgSpec, Buffer};
+use crate::cache::{Cache, CacheStatus};
+use crate::clang::Compiler;
 use crate::error::{Error, Result};
 use crate::ffi::{ArgValue, CallInterface};
 use crate::flags::HostInfo;
 use crate::module::Module;
-use crate::run::{select_entry, Compiled, Executor, RunOutcome, RunRequest, Timings};
+use crate::run::{run_on, select_entry, Compiled, Executor, RunOutcome, RunRequest, Timings};
 use std::time::Instant;
 
 /// Told about each native call just before it is made and just after it returns: what a
@@ -155,4 +158,44 @@ impl Executor for Native {
             },
         })
     }
+}
+
+/// Runs `req` natively, finding clang with [`Compiler::find`].
+///
+/// ```compile_fail,E0133
+/// // Calling code on the caller's word about its signature is `unsafe`:
+/// let req = elfjit::RunRequest::new("void f(void) {}", elfjit::Lang::C);
+/// let _ = elfjit::run(&req);
+/// ```
+///
+/// # Safety
+/// As [`Executor::execute`].
+pub unsafe fn run(req: &RunRequest) -> Result<RunOutcome> {
+    // SAFETY: the caller upholds `run_with`'s contract.
+    unsafe { run_with(&Compiler::find()?, req) }
+}
+
+/// Runs `req` natively ([`Native`]) with a given compiler: `req.target` must be the
+/// host's architecture.
+///
+/// # Safety
+/// As [`Executor::execute`].
+pub unsafe fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
+    // SAFETY: the caller upholds `execute`'s contract.
+    unsafe { run_on(&Native::new(), compiler, None, req) }.map(|(outcome, _)| outcome)
+}
+
+/// [`run_with`] taking the object from `cache` when it has it. On a hit,
+/// `timings.compile` is the lookup time.
+///
+/// # Safety
+/// As [`run_on`].
+pub unsafe fn run_cached(
+    compiler: &Compiler,
+    cache: &Cache,
+    req: &RunRequest,
+) -> Result<(RunOutcome, CacheStatus)> {
+    // SAFETY: the caller upholds `run_on`'s contract.
+    let (outcome, status) = unsafe { run_on(&Native::new(), compiler, Some(cache), req) }?;
+    Ok((outcome, status.unwrap_or(CacheStatus::Miss)))
 }

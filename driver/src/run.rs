@@ -3,11 +3,12 @@
 //! A [`RunRequest`] says what to run (source, language, target, entry, argument and
 //! return types). [`run_on`] compiles it with clang (through a [`Cache`] when given) and
 //! hands the object to an [`Executor`], which links it, calls the entry and reads the
-//! results back into a [`RunOutcome`]. There are two executors: [`Native`] links into
+//! results back into a [`RunOutcome`]. There are two executors: [`Native`](crate::Native) links into
 //! this process ([`Module::load`](crate::Module::load)) and calls through libffi; the
 //! `elfjit-emulate` crate's links for a fixed address and calls under qemu-user, for any
-//! target architecture. [`run`], [`run_with`] and [`run_cached`] are [`run_on`] with
-//! [`Native`].
+//! target architecture. [`run`](crate::run()), [`run_with`](crate::run_with) and
+//! [`run_cached`](crate::run_cached) (in [`native`](crate::native)) are [`run_on`] with
+//! [`Native`](crate::Native).
 //!
 //! ```
 //! use elfjit::{ArgSpec, Lang, RetType, RunRequest, Scalar};
@@ -20,8 +21,6 @@
 //! assert_eq!(outcome.ret, Some(Scalar::I32(42)));
 //! # Ok::<(), elfjit::Error>(())
 //! ```
-
-pub use crate::native::{CallObserver, Native};
 
 use crate::args::{check_buffer_total, ArgOutcome, ArgSpec, RetType, Scalar};
 use crate::cache::{Cache, CacheStatus};
@@ -49,7 +48,7 @@ pub struct RunRequest {
     /// clang's `-O` level (0 to 3).
     pub opt_level: u8,
     /// Run through an emulated executor even when `target` is the host architecture
-    /// (foreign targets always are); [`Native`] refuses such a request. See the
+    /// (foreign targets always are); [`Native`](crate::Native) refuses such a request. See the
     /// `elfjit-emulate` crate, which also honours `ELFJIT_EMULATE=1`.
     pub emulate: bool,
     /// Compile with `-g` and register the module with the GDB JIT interface, so a debugger
@@ -205,46 +204,6 @@ pub unsafe fn run_on(
     // SAFETY: the caller upholds `execute`'s contract.
     let outcome = unsafe { executor.execute(&compiled) }?;
     Ok((outcome, status))
-}
-
-/// Runs `req` natively, finding clang with [`Compiler::find`].
-///
-/// ```compile_fail,E0133
-/// // Calling code on the caller's word about its signature is `unsafe`:
-/// let req = elfjit::RunRequest::new("void f(void) {}", elfjit::Lang::C);
-/// let _ = elfjit::run(&req);
-/// ```
-///
-/// # Safety
-/// As [`Executor::execute`].
-pub unsafe fn run(req: &RunRequest) -> Result<RunOutcome> {
-    // SAFETY: the caller upholds `run_with`'s contract.
-    unsafe { run_with(&Compiler::find()?, req) }
-}
-
-/// Runs `req` natively ([`Native`]) with a given compiler: `req.target` must be the
-/// host's architecture.
-///
-/// # Safety
-/// As [`Executor::execute`].
-pub unsafe fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
-    // SAFETY: the caller upholds `execute`'s contract.
-    unsafe { run_on(&Native::new(), compiler, None, req) }.map(|(outcome, _)| outcome)
-}
-
-/// [`run_with`] taking the object from `cache` when it has it. On a hit,
-/// `timings.compile` is the lookup time.
-///
-/// # Safety
-/// As [`run_on`].
-pub unsafe fn run_cached(
-    compiler: &Compiler,
-    cache: &Cache,
-    req: &RunRequest,
-) -> Result<(RunOutcome, CacheStatus)> {
-    // SAFETY: the caller upholds `run_on`'s contract.
-    let (outcome, status) = unsafe { run_on(&Native::new(), compiler, Some(cache), req) }?;
-    Ok((outcome, status.unwrap_or(CacheStatus::Miss)))
 }
 
 #[cfg(test)]

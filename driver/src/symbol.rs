@@ -1,5 +1,5 @@
 //! Typed symbols: a loaded function or variable as a Rust type, borrowing its
-//! [`Module`] (the convention of `libloading::Symbol<'lib, T>`).
+//! [`Module`](crate::Module) (the convention of `libloading::Symbol<'lib, T>`).
 //!
 //! ```
 //! use elfjit::{Arch, CompileOptions, Compiler, Lang, Module, Symbol};
@@ -41,7 +41,6 @@
 //! the borrow behind: the copy is as valid as the module, which the compiler no longer
 //! checks.
 
-use crate::module::Module;
 use std::marker::PhantomData;
 use std::ops::Deref;
 
@@ -50,12 +49,12 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A type a symbol's address can be read as through [`Module::get`]: an
+/// A type a symbol's address can be read as through [`Module::get`](crate::Module::get): an
 /// `unsafe extern "C" fn` pointer of up to 12 arguments, or a raw pointer to data.
 /// Sealed: no other type can claim to be made from an address.
 pub trait SymbolType: Copy + sealed::Sealed {
     /// Whether the symbol must be one of the module's functions
-    /// ([`Module::functions`]).
+    /// ([`Module::functions`](crate::Module::functions)).
     const IS_FUNCTION: bool;
 
     /// The value at `address`, a non-zero address of a symbol in a live module.
@@ -111,17 +110,21 @@ function_types!(A, B, C, D, E, F, G, H, I, J);
 function_types!(A, B, C, D, E, F, G, H, I, J, K);
 function_types!(A, B, C, D, E, F, G, H, I, J, K, L);
 
-/// A symbol of a [`Module`] as a `T`, borrowing the module: it dereferences to the
-/// function pointer (or data pointer) and cannot outlive the code it points into.
+/// A symbol of a [`Module`](crate::Module) as a `T`, borrowing the module: it dereferences
+/// to the function pointer (or data pointer) and cannot outlive the code it points into.
+///
+/// `'m` is the borrow of the module that [`Module::get`](crate::Module::get) hands out
+/// (this file names no `Module`, so the two files import in one direction only).
 pub struct Symbol<'m, T: SymbolType> {
     value: T,
     address: *const u8,
-    module: PhantomData<&'m Module>,
+    module: PhantomData<&'m ()>,
 }
 
 impl<'m, T: SymbolType> Symbol<'m, T> {
-    /// `address` of a symbol of `module` as a `T`; `address` is non-zero.
-    pub(crate) fn new(_module: &'m Module, address: *const u8) -> Symbol<'m, T> {
+    /// `address` of a symbol of the module borrowed for `'m`, as a `T`; `address` is
+    /// non-zero.
+    pub(crate) fn new(address: *const u8) -> Symbol<'m, T> {
         Symbol {
             value: T::from_address(address as usize),
             address,
@@ -129,7 +132,7 @@ impl<'m, T: SymbolType> Symbol<'m, T> {
         }
     }
 
-    /// The symbol's address (what [`Module::symbol`] returns).
+    /// The symbol's address (what [`Module::symbol`](crate::Module::symbol) returns).
     pub fn address(&self) -> *const u8 {
         self.address
     }
