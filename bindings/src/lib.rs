@@ -17,11 +17,16 @@ pub enum Failure {
     Elfjit(elfjit::Error),
     /// A symbol looked up by name is not defined by the module.
     NoSymbol {
+        /// The name looked up.
         name: String,
+        /// The global functions the module does define.
         functions: Vec<String>,
     },
     /// A required pointer argument was null (C only).
-    NullPointer { argument: &'static str },
+    NullPointer {
+        /// The parameter's name in the C signature.
+        argument: &'static str,
+    },
     /// A panic inside elfjit, caught at the boundary (a bug: please report it).
     Panic(String),
 }

@@ -572,8 +572,9 @@ mod tests {
 
     fn last_error() -> Option<String> {
         let message = elfjit_last_error();
-        // SAFETY: NULL or this thread's current message.
         (!message.is_null()).then(|| {
+            // SAFETY: not NULL, so this thread's current message: a NUL-terminated string
+            // valid until the next elfjit call on this thread, and none is made here.
             unsafe { CStr::from_ptr(message) }
                 .to_string_lossy()
                 .into_owned()

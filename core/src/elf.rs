@@ -164,14 +164,8 @@ impl<'a> Object<'a> {
             });
         }
         let machine = header.e_machine.get(LE);
-        let arch = match machine {
-            elf::EM_X86_64 => Arch::X86_64,
-            elf::EM_AARCH64 => Arch::Aarch64,
-            elf::EM_RISCV => Arch::Riscv64,
-            elf::EM_LOONGARCH => Arch::Loongarch64,
-            elf::EM_PPC64 => Arch::Ppc64le,
-            _ => return Err(Error::UnsupportedMachine { machine: machine.0 }),
-        };
+        let arch =
+            Arch::from_machine(machine).ok_or(Error::UnsupportedMachine { machine: machine.0 })?;
 
         let shoff = header.e_shoff.get(LE);
         let shnum = header.e_shnum.get(LE);

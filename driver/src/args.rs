@@ -11,10 +11,10 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::ffi::ArgKind;
 use std::alloc::Layout;
 use std::fmt;
 use std::ptr::NonNull;
+use std::str::FromStr;
 
 /// The largest buffer `--arg` accepts, in elements (2^28: 1 GiB of `f32`).
 pub const MAX_BUFFER_ELEMENTS: usize = 1 << 28;
@@ -185,6 +185,18 @@ impl fmt::Display for ScalarType {
     }
 }
 
+impl FromStr for ScalarType {
+    type Err = Error;
+
+    /// A type name of the `--arg` grammar (`i8` ... `f64`), or [`Error::BadArgument`].
+    fn from_str(name: &str) -> Result<ScalarType> {
+        parse_type(name).map_err(|reason| Error::BadArgument {
+            what: format!("type `{name}`"),
+            reason,
+        })
+    }
+}
+
 /// A float literal that overflows to infinity or underflows to zero is out of range, the
 /// same way on both sides (a subnormal result is kept: it is not zero).
 fn check_float_range(
@@ -301,6 +313,25 @@ impl fmt::Display for RetType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+impl FromStr for RetType {
+    type Err = Error;
+
+    /// As [`RetType::parse`]: `"f32".parse::<RetType>()`.
+    fn from_str(name: &str) -> Result<RetType> {
+        RetType::parse(name)
+    }
+}
+
+/// How one argument is passed: what a call interface ([`crate::ffi::CallInterface`]) or
+/// the emulated runner's shim is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgKind {
+    /// By value, as a C scalar of this type.
+    Scalar(ScalarType),
+    /// As a data pointer.
+    Pointer,
 }
 
 /// One typed value.
@@ -512,6 +543,15 @@ impl ArgSpec {
             ArgSpec::Scalar(_) => 0,
             ArgSpec::Buffer { ty, init } => (init.len() as u64).saturating_mul(ty.size() as u64),
         }
+    }
+}
+
+impl FromStr for ArgSpec {
+    type Err = Error;
+
+    /// As [`ArgSpec::parse`]: `"f32[4]=iota".parse::<ArgSpec>()`.
+    fn from_str(spec: &str) -> Result<ArgSpec> {
+        ArgSpec::parse(spec)
     }
 }
 

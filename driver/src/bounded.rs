@@ -9,9 +9,15 @@ use std::io::Read;
 #[derive(Debug)]
 pub enum ReadError {
     /// There was more than `limit` bytes.
-    TooLarge { limit: u64 },
+    TooLarge {
+        /// The cap, in bytes.
+        limit: u64,
+    },
     /// The system refused `bytes` bytes of memory.
-    OutOfMemory { bytes: usize },
+    OutOfMemory {
+        /// What was asked for.
+        bytes: usize,
+    },
     /// The read itself failed.
     Io(std::io::Error),
 }

@@ -30,8 +30,8 @@
 //! **On disk** (opt-in: [`Cache::on_disk`], [`Cache::from_env`], `elfjit run --cache`).
 //! One file per key, `<dir>/<64 hex digits>.obj`, where `dir` is [`default_dir`]:
 //! `$ELFJIT_CACHE_DIR/objects`, else `$XDG_CACHE_HOME/elfjit/objects`, else
-//! `~/.cache/elfjit/objects`, else (no `HOME`) `$TMPDIR/elfjit-<uid>/objects` (the
-//! directory logic the emulated runner's cache uses). Each file is an 84-byte header, the
+//! `~/.cache/elfjit/objects`, else (no `HOME`) `$TMPDIR/elfjit-<uid>/objects`: `objects`
+//! under [`root_dir`], the cache root the emulated runner keeps its runners in too. Each file is an 84-byte header, the
 //! object and the list of files clang read:
 //!
 //! | bytes | field |
@@ -293,11 +293,29 @@ fn clang_identity(path: &Path) -> Option<CacheKey> {
     Some(CacheKey(h.finalize().into()))
 }
 
-/// The on-disk object cache directory: `objects` under the cache directory the emulated
-/// runner uses ([`crate::emulate::runner::cache_dir`]: `$ELFJIT_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/elfjit`, else `~/.cache/elfjit`, else `$TMPDIR/elfjit-<uid>`).
+/// The directory elfjit caches things in: `$ELFJIT_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/elfjit`, else `~/.cache/elfjit`, else (no `HOME`) `elfjit-<uid>` in
+/// the system's temporary directory. The compile cache keeps its objects in `objects`
+/// under it ([`default_dir`]); the emulated runner keeps its runners in it. There is no
+/// directory shared between users: whichever is chosen must be yours alone to be used
+/// ([`PrivateDir`]).
+pub fn root_dir() -> PathBuf {
+    let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(d) = non_empty("ELFJIT_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = non_empty("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("elfjit");
+    }
+    if let Some(h) = non_empty("HOME") {
+        return PathBuf::from(h).join(".cache").join("elfjit");
+    }
+    std::env::temp_dir().join(format!("elfjit-{}", crate::private_dir::euid()))
+}
+
+/// The on-disk object cache directory: `objects` under [`root_dir`].
 pub fn default_dir() -> PathBuf {
-    crate::emulate::runner::cache_dir().join(OBJECTS)
+    root_dir().join(OBJECTS)
 }
 
 const OBJECTS: &str = "objects";
@@ -319,9 +337,10 @@ pub fn clear_dir(dir: &Path) -> Result<Cleared> {
 }
 
 /// Removes the files (and elfjit's work directories) of the private directory `dir`
-/// whose names `ours` accepts. A missing directory is empty; one that is not yours alone
-/// is refused, untouched.
-pub(crate) fn clear_matching(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<Cleared> {
+/// whose names `ours` accepts (what [`clear_dir`] does for objects, and the emulated
+/// runner for its runners in [`root_dir`]). A missing directory is empty; one that is not
+/// yours alone is refused, untouched.
+pub fn clear_matching(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<Cleared> {
     let dir = match PrivateDir::open(dir, false) {
         Ok(d) => d,
         Err(Refused::Missing) => return Ok(Cleared::default()),
@@ -508,7 +527,7 @@ impl Cache {
     /// [`Cache::on_disk`] in [`default_dir`] (`$ELFJIT_CACHE_DIR/objects`, ...); the
     /// cache root above it is checked too.
     pub fn from_env() -> Cache {
-        let root = crate::emulate::runner::cache_dir();
+        let root = root_dir();
         Cache::with_disk(root.join(OBJECTS), Some(root))
     }
 

@@ -114,16 +114,27 @@ pub enum Failure {
     /// It could not be started.
     Spawn(std::io::Error),
     /// The deadline passed. `stderr` is what it had said by then.
-    TimedOut { stderr: Vec<u8> },
+    TimedOut {
+        /// Its diagnostics until then.
+        stderr: Vec<u8>,
+    },
     /// It wrote more than `limit` bytes to `stream`. `stderr` holds the head of its
     /// diagnostics.
     TooMuchOutput {
+        /// The stream that overflowed.
         stream: Stream,
+        /// That stream's cap, in bytes.
         limit: usize,
+        /// The head of its diagnostics.
         stderr: Vec<u8>,
     },
     /// Memory for its output could not be allocated.
-    OutOfMemory { stream: Stream, bytes: usize },
+    OutOfMemory {
+        /// The stream being read.
+        stream: Stream,
+        /// The buffer size that was refused.
+        bytes: usize,
+    },
     /// Talking to it failed.
     Io(std::io::Error),
 }

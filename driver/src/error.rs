@@ -8,18 +8,31 @@ use std::time::Duration;
 #[derive(Debug)]
 pub enum Error {
     /// No clang was found (`ELFJIT_CLANG`, `clang`, `clang-NN` in PATH).
-    ClangNotFound { tried: Vec<String> },
+    ClangNotFound {
+        /// What was looked for, and where.
+        tried: Vec<String>,
+    },
     /// clang ran and failed; `stderr` holds its diagnostics.
     ClangFailed {
+        /// The clang that ran.
         clang: PathBuf,
+        /// How it ended.
         status: String,
+        /// What it said.
         stderr: String,
     },
     /// clang did not finish within the timeout and was killed.
-    ClangTimeout { clang: PathBuf, timeout: Duration },
+    ClangTimeout {
+        /// The clang that ran.
+        clang: PathBuf,
+        /// The limit it overran.
+        timeout: Duration,
+    },
     /// An I/O failure (spawning clang, pipes, reading a file).
     Io {
+        /// What was being done.
         context: String,
+        /// What the system said.
         source: std::io::Error,
     },
     /// The core linker rejected the object or a relocation.
@@ -31,19 +44,31 @@ pub enum Error {
     Observe(elfjit_observe::Error),
     /// `--entry NAME` (or a lookup by name) found no such function.
     UnknownEntry {
+        /// The name asked for.
         name: String,
+        /// The global functions there are.
         available: Vec<String>,
     },
     /// No `--entry` was given and the object does not have exactly one global function.
-    AmbiguousEntry { available: Vec<String> },
+    AmbiguousEntry {
+        /// The global functions there are.
+        available: Vec<String>,
+    },
     /// A malformed `--arg`, `--ret`, `--lang` or `--target` value.
-    BadArgument { what: String, reason: String },
-    /// A request elfjit cannot serve (e.g. a foreign target before its support exists).
+    BadArgument {
+        /// The value, named as the user wrote it (`--arg \`u8:300\``).
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A request elfjit cannot serve (e.g. a foreign target for the native executor).
     Unsupported(String),
     /// An emulated run (`--target` a foreign architecture) failed outside the link: the
     /// runner could not be built, qemu is missing, the runner crashed or answered badly.
     Emulation {
+        /// The architecture being emulated.
         target: elfjit_core::Arch,
+        /// What went wrong.
         message: String,
     },
 }

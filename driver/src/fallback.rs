@@ -102,14 +102,6 @@ fn clang() -> Result<&'static Compiler> {
     Ok(FOUND.get_or_init(|| found))
 }
 
-/// Names the linker defines itself for the code that refers to them.
-fn linker_defined(arch: Arch, name: &[u8]) -> bool {
-    matches!(
-        (arch, name),
-        (Arch::X86_64, b"_GLOBAL_OFFSET_TABLE_") | (Arch::Ppc64le, b".TOC.")
-    )
-}
-
 /// A name that can go into an assembler label unquoted.
 fn plain_symbol(name: &[u8]) -> bool {
     !name.is_empty()
@@ -168,7 +160,8 @@ pub(crate) fn load(
             if sym.is_defined()
                 || name.is_empty()
                 || defined.contains_key(name)
-                || linker_defined(arch, name)
+                // lld defines these for the code that refers to them, as the core does.
+                || arch.linker_defined(name).is_some()
                 || seen.insert(name, ()).is_some()
             {
                 continue;

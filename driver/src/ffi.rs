@@ -3,19 +3,11 @@
 //! A [`CallInterface`] is prepared once from the argument kinds and return type (libffi's
 //! `ffi_prep_cif`) and can then call any function of that signature any number of times.
 
+pub use crate::args::ArgKind;
 use crate::args::{RetType, Scalar, ScalarType};
 use crate::error::{Error, Result};
 use libffi::middle::{arg, Arg, Cif, CodePtr, Type};
 use std::ffi::c_void;
-
-/// How one argument is passed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ArgKind {
-    /// By value, as a C scalar of this type.
-    Scalar(ScalarType),
-    /// As a data pointer.
-    Pointer,
-}
 
 /// One argument value for [`CallInterface::call`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -279,7 +271,7 @@ mod tests {
     #[test]
     fn every_return_type() {
         let i32k = ArgKind::Scalar(ScalarType::I32);
-        // SAFETY (all calls below): each function has exactly the interface's signature.
+        // SAFETY: (all calls below) each function has exactly the interface's signature.
         unsafe {
             let ci = CallInterface::new(&[i32k, i32k], RetType::I32).unwrap();
             let r = ci.call(

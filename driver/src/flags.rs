@@ -1,10 +1,80 @@
-//! The compile-flags table: which clang arguments each language, target and host get.
+//! What to compile for ([`CompileOptions`]: language, target, `-O` level) and the
+//! compile-flags table: which clang arguments each language, target and host get.
 //!
-//! Kept as data plus one function so the whole policy can be read (and unit-tested) in one
-//! place. The rules follow the design brief's "Compile flags" and "Architectures" tables.
+//! Kept as data plus one function ([`clang_args`]) so the whole policy can be read (and
+//! unit-tested) in one place; [`crate::clang`] runs clang with what it returns.
 
-use crate::clang::{CompileOptions, Lang};
 use elfjit_core::Arch;
+use std::path::Path;
+
+/// The language of a kernel's source text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lang {
+    /// Freestanding C (`-x c`).
+    C,
+    /// LLVM IR text (`-x ir`).
+    Ir,
+}
+
+impl Lang {
+    /// Parses a `--lang` value: `c` or `ir` (`ll` is accepted as an alias of `ir`).
+    pub fn from_name(name: &str) -> Option<Lang> {
+        match name {
+            "c" | "C" => Some(Lang::C),
+            "ir" | "IR" | "ll" | "llvm" => Some(Lang::Ir),
+            _ => None,
+        }
+    }
+
+    /// Guesses the language from a file extension: `.c` is C, `.ll` is LLVM IR.
+    pub fn from_path(path: &Path) -> Option<Lang> {
+        match path.extension()?.to_str()? {
+            "c" => Some(Lang::C),
+            "ll" => Some(Lang::Ir),
+            _ => None,
+        }
+    }
+
+    /// The name `--lang` and `-x` use (`c`, `ir`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Lang::C => "c",
+            Lang::Ir => "ir",
+        }
+    }
+}
+
+/// What to compile for and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Source language.
+    pub lang: Lang,
+    /// The architecture the object is for (the host, or a foreign one for emulated runs).
+    pub target: Arch,
+    /// `-O` level, 0 to 3 (larger values are treated as 3).
+    pub opt_level: u8,
+    /// Extra clang arguments appended after the table's flags (e.g. `-DN=16`).
+    pub extra_flags: Vec<String>,
+    /// DWARF debug information (`-g`): source lines for debuggers and `perf annotate`.
+    pub debug_info: bool,
+    /// Unwind tables (`-funwind-tables`), so panics and backtraces from callbacks unwind
+    /// through the kernel (the loaded `.eh_frame` is registered with the unwinder).
+    pub unwind_tables: bool,
+}
+
+impl CompileOptions {
+    /// Options for `lang` and `target` at `-O2` with no extra flags.
+    pub fn new(lang: Lang, target: Arch) -> CompileOptions {
+        CompileOptions {
+            lang,
+            target,
+            opt_level: 2,
+            extra_flags: Vec::new(),
+            debug_info: false,
+            unwind_tables: false,
+        }
+    }
+}
 
 /// Flags every compile gets, whatever the language (`-O{n}` and `--target` are added
 /// separately).
@@ -35,15 +105,11 @@ pub struct HostInfo {
 }
 
 impl HostInfo {
-    /// The machine this process runs on, detected at run time.
+    /// The machine this process runs on: the core's [`Arch::host`] (`None` on a host
+    /// elfjit does not target, big-endian ppc64 included) and the OS it was built for.
     pub fn current() -> HostInfo {
-        let arch = if std::env::consts::ARCH == "powerpc64" && cfg!(target_endian = "big") {
-            None // big-endian ppc64 is not the ppc64le elfjit targets
-        } else {
-            Arch::from_name(std::env::consts::ARCH)
-        };
         HostInfo {
-            arch,
+            arch: Arch::host(),
             os: std::env::consts::OS,
         }
     }

@@ -1,5 +1,39 @@
-//! elfjit: compile C or LLVM IR with `clang -c` on a pipe, link the object in memory,
-//! and call it.
+//! elfjit: compile C or LLVM IR with `clang -c` on a pipe, link the object in memory, and
+//! call it.
+//!
+//! ```
+//! use elfjit::{Arch, CompileOptions, Compiler, Lang, Module, Symbol};
+//!
+//! let clang = Compiler::find()?; // $ELFJIT_CLANG, `clang`, or a `clang-NN` in PATH
+//! let opts = CompileOptions::new(Lang::C, Arch::host().ok_or("unsupported host")?);
+//! let object = clang.compile(b"int add(int a, int b) { return a + b; }", &opts)?;
+//! let module = Module::load(&object)?; // owns the memory; unmapped on drop
+//! let add: Symbol<'_, unsafe extern "C" fn(i32, i32) -> i32> = module.get("add")?;
+//! // SAFETY: `add` is `int add(int, int)`; `add` borrows `module`, which stays loaded.
+//! assert_eq!(unsafe { add(2, 40) }, 42);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The pieces, one job each:
+//! - compiling: [`clang`] (finding and running clang, bounded, on pipes), [`flags`] (what
+//!   to compile for and the clang arguments that follow), [`cache`] (a content-addressed
+//!   object cache in memory and on disk), [`batch`] (many kernels in one translation
+//!   unit), [`parallel`] (one clang per core);
+//! - loading and calling: [`module`] (the loaded image), [`symbol`] (typed symbols that
+//!   borrow it), [`ffi`] (calls whose signature is known at run time, through libffi);
+//! - running a kernel described by `elfjit run`'s options: [`args`] (the `--arg`/`--ret`
+//!   grammar, typed values and aligned buffers), [`run`](mod@run) (compile → link → execute →
+//!   outcome, one [`run::Executor`] interface) and [`native`] (the executor for this
+//!   process; `elfjit-emulate` has the one for other architectures);
+//! - seeing them run: [`observe`] (perf's symbol files, the GDB JIT interface and unwind
+//!   registration, the `elfjit-observe` crate), told about every module [`Module::load`]
+//!   links in memory;
+//! - the ground under them: [`child`] (the one way a child process is run), [`bounded`]
+//!   (capped reads), [`private_dir`] (directories only this user can write), [`notes`]
+//!   (one line on stderr per reason), [`error`].
+//!
+//! With the `dlopen-fallback` feature, [`Module::load`] links through `clang -shared`
+//! and `dlopen` instead of the in-memory loader, behind the same API.
 
 pub mod args;
 pub mod batch;
@@ -7,33 +41,33 @@ pub mod bounded;
 pub mod cache;
 pub mod child;
 pub mod clang;
-pub mod crash;
-pub mod demo;
-pub mod emulate;
 pub mod error;
 #[cfg(feature = "dlopen-fallback")]
 pub mod fallback;
 pub mod ffi;
 pub mod flags;
-pub mod inspect;
-pub mod json;
 pub mod module;
+pub mod native;
 pub mod notes;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
 pub mod parallel;
 pub mod private_dir;
 pub mod run;
+pub mod symbol;
 
-pub use args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
+pub use args::{ArgKind, ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 pub use batch::Batch;
 pub use cache::{Cache, CacheStatus};
-pub use clang::{CompileOptions, Compiler, Lang};
+pub use clang::Compiler;
 pub use elfjit_core::Arch;
 pub use error::{Error, Result};
-pub use ffi::{ArgKind, ArgValue, CallInterface};
+pub use ffi::{ArgValue, CallInterface};
+pub use flags::{CompileOptions, Lang};
 pub use module::Module;
-pub use run::{run, run_with, RunOutcome, RunRequest, Timings};
+pub use native::{run, run_cached, run_with, Native};
+pub use run::{run_on, Executor, RunOutcome, RunRequest, Timings};
+pub use symbol::Symbol;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

@@ -2,9 +2,10 @@
 //! symbol name. The memory belongs to the [`Module`] and is unmapped when it is dropped.
 //!
 //! With the `dlopen-fallback` feature the same API links the objects into a shared
-//! library with `clang -shared` and opens it with `dlopen` instead (see [`crate::fallback`]).
+//! library with `clang -shared` and opens it with `dlopen` instead (see `fallback.rs`).
 
 use crate::error::{Error, Result};
+use crate::symbol::{Symbol, SymbolType};
 use elfjit_core::{Arch, Plan, SymbolResolver};
 use elfjit_os::{MmapBackend, ProcessResolver};
 use std::collections::HashMap;
@@ -60,7 +61,7 @@ impl Module {
         objects: &[&[u8]],
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
     ) -> Result<Module> {
-        let host = Arch::from_name(std::env::consts::ARCH).ok_or_else(|| {
+        let host = Arch::host().ok_or_else(|| {
             Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH))
         })?;
         let memory = MmapBackend::new();
@@ -138,6 +139,26 @@ impl Module {
     /// The executable address of a defined global symbol.
     pub fn symbol(&self, name: &str) -> Option<*const u8> {
         self.symbols.get(name).map(|&a| a as usize as *const u8)
+    }
+
+    /// The defined global symbol `name` as a `T` (an `unsafe extern "C" fn` type for a
+    /// function, a raw pointer for data), borrowing the module so that it cannot outlive
+    /// it: see [`crate::symbol`]. A function type for a symbol that is not one of
+    /// [`Module::functions`] is [`Error::UnknownEntry`], as is a name the module does not
+    /// define.
+    pub fn get<T: SymbolType>(&self, name: &str) -> Result<Symbol<'_, T>> {
+        let unknown = || Error::UnknownEntry {
+            name: name.to_string(),
+            available: self.functions.clone(),
+        };
+        if T::IS_FUNCTION && !self.functions.iter().any(|f| f == name) {
+            return Err(unknown());
+        }
+        match self.symbol(name) {
+            // The symbol borrows `self` (the signature ties its lifetime to `&self`).
+            Some(address) if !address.is_null() => Ok(Symbol::new(address)),
+            _ => Err(unknown()),
+        }
     }
 
     /// The names of the global functions the module defines, in symbol-table order.

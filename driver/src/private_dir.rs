@@ -38,7 +38,12 @@ pub enum Refused {
     Missing,
     /// It exists but must not be trusted. `reason` is a short stable key (one note per
     /// reason per process); `why` says what is wrong with it, naming it.
-    Unsafe { reason: &'static str, why: String },
+    Unsafe {
+        /// A short stable key for the kind of problem.
+        reason: &'static str,
+        /// The problem, in a sentence naming the file or directory.
+        why: String,
+    },
     /// The system refused (permissions, a full or read-only file system, ...).
     Io(std::io::Error),
 }

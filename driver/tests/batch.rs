@@ -33,11 +33,12 @@ fn kernel(i: usize) -> String {
 type Kernel = unsafe extern "C" fn(*mut f32, i32) -> f32;
 
 fn call(m: &Module, name: &str) -> (f32, Vec<f32>) {
-    let f = m.symbol(name).unwrap_or_else(|| panic!("{name} missing"));
-    // SAFETY: every kernel is `float k(float *, int)`; `m` outlives the call and the
-    // buffer holds the 8 elements passed.
-    let f: Kernel = unsafe { std::mem::transmute(f) };
+    let f = m
+        .get::<Kernel>(name)
+        .unwrap_or_else(|e| panic!("{name} missing: {e}"));
     let mut x: Vec<f32> = (0..8).map(|j| j as f32).collect();
+    // SAFETY: every kernel is `float k(float *, int)`; `f` borrows `m`, which outlives
+    // the call, and the buffer holds the 8 elements passed.
     let s = unsafe { f(x.as_mut_ptr(), 8) };
     (s, x)
 }

@@ -75,17 +75,27 @@ impl std::ops::BitOr for Features {
 pub enum Error {
     /// A file could not be created or written.
     Io {
+        /// What was being done ("open the perf map").
         what: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The OS's reason.
         source: std::io::Error,
     },
     /// An environment variable has a value this crate does not know.
     Env {
+        /// The variable (`ELFJIT_PERF`, `ELFJIT_GDB`).
         variable: &'static str,
+        /// Its value, as given.
         value: String,
     },
     /// An object could not be read as the observers need it.
-    Object { module: String, what: String },
+    Object {
+        /// The module's name.
+        module: String,
+        /// What could not be read.
+        what: String,
+    },
 }
 
 impl fmt::Display for Error {

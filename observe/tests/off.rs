@@ -40,11 +40,8 @@ fn publish_between_markers(times: usize) -> usize {
         .unwrap();
     // The first call reads the environment (once per process).
     // SAFETY: `memory` holds the image for the whole function.
-    assert!(
-        unsafe { elfjit_observe::observe_image("off", &[&object[..]], &image) }
-            .unwrap()
-            .is_none()
-    );
+    let first = unsafe { elfjit_observe::observe_image("off", &[&object[..]], &image) };
+    assert!(first.unwrap().is_none());
     let _ = std::fs::metadata("/elfjit-observe-marker-begin");
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     for _ in 0..times {

@@ -115,7 +115,7 @@ pub fn run_case(case: &Case, target: Arch, opt_level: u8) -> Result<RunOutcome, 
     let req = request(case, target, opt_level)?;
     // SAFETY: every corpus case declares its kernel's exact C signature and buffers of
     // the sizes the kernel touches (kernels/README.md).
-    unsafe { elfjit::run::run(&req) }.map_err(|e| format!("run failed: {e}"))
+    unsafe { elfjit_emulate::run(&req) }.map_err(|e| format!("run failed: {e}"))
 }
 
 /// Runs `case` and checks its outcome; the error names the case, target and level.
@@ -141,7 +141,8 @@ fn check_case_with(case: &Case, target: Arch, opt_level: u8, emulate: bool) -> R
     let mut req = request(case, target, opt_level).map_err(|e| format!("{tag}: {e}"))?;
     req.emulate = emulate;
     // SAFETY: as in `run_case`.
-    let out = unsafe { elfjit::run::run(&req) }.map_err(|e| format!("{tag}: run failed: {e}"))?;
+    let out =
+        unsafe { elfjit_emulate::run(&req) }.map_err(|e| format!("{tag}: run failed: {e}"))?;
     if out.target != target {
         return Err(format!("{tag}: outcome says target {}", out.target));
     }
@@ -181,7 +182,9 @@ pub fn case(name: &str) -> Case {
 /// A floating-point tolerance: `|got - want| <= abs + rel * |want|`.
 #[derive(Clone, Copy, Debug)]
 pub struct Tol {
+    /// Relative part, times `|want|`.
     pub rel: f64,
+    /// Absolute part.
     pub abs: f64,
 }
 

@@ -1,5 +1,5 @@
 //! Emulated runs: the whole corpus, a far call, and the failure paths, through elfjit's own
-//! runner under qemu-user (`elfjit::emulate`).
+//! runner under qemu-user (`elfjit_emulate`).
 //!
 //! x86_64 runs here through the runner under qemu-x86_64 (forced emulation), which checks
 //! the machinery itself against the native results. Every other architecture runs once its
@@ -15,8 +15,9 @@
 
 use elfjit::args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 use elfjit::clang::Lang;
-use elfjit::run::{run, RunRequest};
+use elfjit::run::RunRequest;
 use elfjit::{Arch, Error};
+use elfjit_emulate::run;
 use elfjit_tests::{check_case_emulated, corpus};
 
 /// Every corpus case valid on `arch`, at -O0..-O3, through the runner; every failure is

@@ -5,10 +5,11 @@
 
 use elfjit::args::{ArgSpec, RetType, Scalar};
 use elfjit::clang::{CompileOptions, Compiler, Lang};
-use elfjit::emulate::{FAR_ADDRESS, IMAGE_BASE, PAGE_SIZE};
-use elfjit::run::{run, RunRequest};
+use elfjit::run::RunRequest;
 use elfjit::Arch;
 use elfjit_core::{Plan, RelocRecord, SliceBackend, Via};
+use elfjit_emulate::run;
+use elfjit_emulate::{FAR_ADDRESS, IMAGE_BASE, PAGE_SIZE};
 
 const FAR_KERNEL: &str = "
 extern int elfjit_far_add(int);

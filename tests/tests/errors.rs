@@ -6,8 +6,9 @@
 
 use elfjit::args::{ArgSpec, RetType};
 use elfjit::clang::{CompileOptions, Compiler, Lang};
-use elfjit::run::{run, RunRequest};
+use elfjit::run::RunRequest;
 use elfjit::{Arch, Error, Module};
+use elfjit_emulate::run;
 use elfjit_tests::{kernel_source, request};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -82,8 +82,9 @@ impl Arch {
             .any(|row| row.class.pair == Pair::Hi)
     }
 
-    /// Size in bytes of one far-call stub.
-    pub(crate) fn stub_size(self) -> u64 {
+    /// Size in bytes of one far-call stub (or veneer): the code segment holds
+    /// [`Plan::stubs`](crate::Plan::stubs) of them, one after another.
+    pub fn stub_size(self) -> u64 {
         per_arch!(self, STUB_SIZE)
     }
 
@@ -119,8 +120,9 @@ impl Arch {
     }
 
     /// Undefined symbols the linker itself defines, as an offset from the GOT's first byte
-    /// (`_GLOBAL_OFFSET_TABLE_` on x86_64; `.TOC.` on ppc64le is the GOT + 0x8000).
-    pub(crate) fn linker_defined(self, name: &[u8]) -> Option<i64> {
+    /// (`_GLOBAL_OFFSET_TABLE_` on x86_64; `.TOC.` on ppc64le is the GOT + 0x8000);
+    /// `None` for every other name.
+    pub fn linker_defined(self, name: &[u8]) -> Option<i64> {
         match (self, name) {
             (Arch::X86_64, b"_GLOBAL_OFFSET_TABLE_") => Some(0),
             (Arch::Ppc64le, b".TOC.") => Some(ppc64le::TOC_BIAS as i64),

@@ -55,6 +55,22 @@ impl Arch {
         }
     }
 
+    /// The ELF machine number (`e_machine`) of this architecture's objects and programs.
+    pub const fn machine(self) -> object::elf::Machine {
+        match self {
+            Arch::X86_64 => object::elf::EM_X86_64,
+            Arch::Aarch64 => object::elf::EM_AARCH64,
+            Arch::Riscv64 => object::elf::EM_RISCV,
+            Arch::Loongarch64 => object::elf::EM_LOONGARCH,
+            Arch::Ppc64le => object::elf::EM_PPC64,
+        }
+    }
+
+    /// The architecture of ELF machine number `machine`, if elfjit links for it.
+    pub fn from_machine(machine: object::elf::Machine) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.machine() == machine)
+    }
+
     /// The architecture this crate was compiled for, if elfjit supports it.
     pub const fn host() -> Option<Arch> {
         if cfg!(target_arch = "x86_64") {

@@ -1,7 +1,7 @@
 //! `elfjit inspect`: the planned layout of an object, linked at a notional address into a
 //! buffer (nothing is executed, so any architecture can be inspected on any host).
 
-use crate::error::{Error, Result};
+use elfjit::{Error, Result};
 use elfjit_core::elf::{Object, Symbol};
 use elfjit_core::plan::SegmentKind;
 use elfjit_core::{Arch, Plan, RelocRecord, SliceBackend, Via};
@@ -159,11 +159,7 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
         );
     }
     let _ = writeln!(w, "stubs: {stubs} at {:#x}", NOTIONAL_BASE + stub_offset);
-    let stub_size = if stubs == 0 {
-        0
-    } else {
-        (plan.segment(SegmentKind::Code).size - stub_offset) / u64::from(stubs)
-    };
+    let stub_size = target.stub_size();
     for (i, row) in stub_rows.iter().enumerate() {
         let _ = writeln!(
             w,

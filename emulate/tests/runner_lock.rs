@@ -3,8 +3,8 @@
 //! goes ahead. (Its own test binary: it sets ELFJIT_CACHE_DIR for [`runner`] before any
 //! other thread exists.)
 
-use elfjit::emulate::runner::runner;
 use elfjit::{Arch, Compiler};
+use elfjit_emulate::runner::runner;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //!
 //! qemu-user performs a runner's system calls for real, so a runner is code elfjit
 //! executes as you, and is guarded like it: it is built in a private work directory
-//! inside the checked cache directory ([`crate::private_dir`]), its SHA-256 is recorded at
+//! inside the checked cache directory ([`elfjit::private_dir`]), its SHA-256 is recorded at
 //! build time in a `0600` file beside it (`runner-ARCH-HASH.sha256`), and on use both
 //! files must pass the ownership and mode checks and the digest must match what is read.
 //! qemu is then given the very file that was verified, through this process's open
@@ -12,15 +12,16 @@
 //! changes nothing. A cache directory that is not yours alone is not used: the runner is
 //! then built for this process in a fresh private temporary directory.
 
-use super::protocol::{Reply, Request, REPLY_HEADER};
-use super::{FAR_ADDRESS, RUNNER_BASE};
-use crate::bounded;
-use crate::child::{self, deadline_after, Failure, Spec, Stream};
-use crate::clang::{Compiler, MAX_DIAGNOSTICS};
-use crate::error::{Error, Result};
-use crate::flags;
-use crate::notes;
-use crate::private_dir::{random_hex, PrivateDir, Refused, TEMP_PREFIX};
+use crate::layout::{FAR_ADDRESS, RUNNER_BASE};
+use crate::protocol::{Reply, Request, REPLY_HEADER};
+use elfjit::bounded;
+use elfjit::cache::{self, Cleared};
+use elfjit::child::{self, deadline_after, Failure, Spec, Stream};
+use elfjit::clang::{Compiler, MAX_DIAGNOSTICS};
+use elfjit::flags;
+use elfjit::notes;
+use elfjit::private_dir::{random_hex, PrivateDir, Refused, TEMP_PREFIX};
+use elfjit::{Error, Result};
 use elfjit_core::Arch;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -116,17 +117,6 @@ impl Runner {
     }
 }
 
-/// The ELF machine number of `arch`.
-fn machine(arch: Arch) -> u16 {
-    match arch {
-        Arch::X86_64 => 62,
-        Arch::Aarch64 => 183,
-        Arch::Riscv64 => 243,
-        Arch::Loongarch64 => 258,
-        Arch::Ppc64le => 21,
-    }
-}
-
 fn read_u16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
@@ -148,7 +138,7 @@ pub fn executable_symbols(elf: &[u8], arch: Arch) -> Option<HashMap<String, u64>
     if elf.get(..4)? != b"\x7fELF" || elf.get(4) != Some(&2) || elf.get(5) != Some(&1) {
         return None;
     }
-    if read_u16(elf, 16)? != ET_EXEC || read_u16(elf, 18)? != machine(arch) {
+    if read_u16(elf, 16)? != ET_EXEC || read_u16(elf, 18)? != arch.machine().0 {
         return None;
     }
     let shoff = to_usize(read_u64(elf, 0x28)?)?;
@@ -218,24 +208,6 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// Where runners are cached: `$ELFJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/elfjit`, else
-/// `~/.cache/elfjit`, else (no `HOME`) `elfjit-<uid>` in the system's temporary directory.
-/// There is no directory shared between users: whichever is chosen must be yours alone
-/// to be used ([`PrivateDir`]).
-pub fn cache_dir() -> PathBuf {
-    let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    if let Some(d) = non_empty("ELFJIT_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = non_empty("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("elfjit");
-    }
-    if let Some(h) = non_empty("HOME") {
-        return PathBuf::from(h).join(".cache").join("elfjit");
-    }
-    std::env::temp_dir().join(format!("elfjit-{}", crate::private_dir::euid()))
-}
-
 fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { context, source }
 }
@@ -276,8 +248,8 @@ fn is_temporary(name: &str) -> bool {
 /// Removes the emulated runners, their digests and leftover build directories from the
 /// runner cache `root` (`elfjit cache clear`); other files are left alone. A missing
 /// directory is empty; one that is not yours alone is refused and left as it is.
-pub fn clear_dir(root: &Path) -> Result<crate::cache::Cleared> {
-    crate::cache::clear_matching(root, is_runner_file)
+pub fn clear_dir(root: &Path) -> Result<Cleared> {
+    cache::clear_matching(root, is_runner_file)
 }
 
 /// Removes work directories and temporary files of builds that died (older than an
@@ -519,10 +491,10 @@ pub fn load_or_build(compiler: &Compiler, arch: Arch, dir: &Path) -> Result<Runn
     }
 }
 
-/// The runner for `arch`: from this process's memory, else [`load_or_build`] in
-/// [`cache_dir`].
+/// The runner for `arch`: from this process's memory, else [`load_or_build`] in the
+/// cache root ([`elfjit::cache::root_dir`]).
 pub fn runner(compiler: &Compiler, arch: Arch) -> Result<Arc<Runner>> {
-    runner_in(compiler, arch, &cache_dir())
+    runner_in(compiler, arch, &cache::root_dir())
 }
 
 /// [`runner`] with the cache directory given. Each (clang, directory, architecture) has
@@ -755,9 +727,7 @@ mod tests {
     #[test]
     fn crashes_and_failures_become_errors() {
         let sh = Path::new("/bin/sh");
-        if !sh.exists() {
-            return;
-        }
+        assert!(sh.exists(), "this test runs /bin/sh as a stand-in for qemu");
         let run = |script: &str| {
             exchange(
                 Arch::X86_64,

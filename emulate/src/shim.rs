@@ -17,9 +17,8 @@
 //! follows the target's C ABI exactly. The asm label lets the entry have any symbol name,
 //! C identifier or not.
 
-use crate::args::{RetType, Scalar, ScalarType};
-use crate::error::{Error, Result};
-use crate::ffi::ArgKind;
+use elfjit::args::{ArgKind, RetType, Scalar, ScalarType};
+use elfjit::{Error, Result};
 use std::fmt::Write;
 
 /// The shim's symbol.

@@ -3,7 +3,8 @@
 //! A native kernel runs in elfjit's own process, so a bad pointer in it kills the process.
 //! The `elfjit` CLI calls [`install`] once at start-up: then a fatal signal (SIGSEGV,
 //! SIGBUS, SIGILL, SIGFPE, SIGTRAP) prints one line on stderr naming the signal, the
-//! kernel being called (set by [`calling`] around each call), the fault address and the
+//! kernel being called (set around each call by [`REPORTER`], the native executor's
+//! [`CallObserver`], or [`calling`]), the fault address and the
 //! program counter, each relative to the module when it lies inside it, and the process
 //! then dies of that signal as it would have (so the exit status, and a core dump if
 //! enabled, are unchanged). A library embedding elfjit keeps its own signal handling:
@@ -14,6 +15,7 @@
 //! `raise(3)`. The kernel's name and the module's range are published through atomics
 //! before the call.
 
+use elfjit::native::CallObserver;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 const NAME_CAP: usize = 120;
@@ -34,11 +36,35 @@ const SIGNALS: [(libc::c_int, &str); 5] = [
 
 /// While alive, a crash is reported as a crash of kernel `name` in the module at
 /// `region` (start, length).
+#[cfg(test)]
 #[must_use = "the kernel is named only while the guard lives"]
 pub struct Calling(());
 
 /// Names the kernel about to be called natively and its module's address range.
+#[cfg(test)]
 pub fn calling(name: &str, region: (usize, usize)) -> Calling {
+    enter(name, region);
+    Calling(())
+}
+
+/// The native executor's observer: names each kernel for the crash report while it runs.
+pub struct Reporter;
+
+/// What `elfjit run` gives the native executor ([`elfjit::Native::with_observer`]).
+pub static REPORTER: Reporter = Reporter;
+
+impl CallObserver for Reporter {
+    fn before(&self, entry: &str, region: (usize, usize)) {
+        enter(entry, region);
+    }
+
+    fn after(&self) {
+        IN_CALL.store(false, Ordering::Release);
+    }
+}
+
+/// Publishes `name` and `region` for the handler, then marks a call in progress.
+fn enter(name: &str, region: (usize, usize)) {
     let bytes = name.as_bytes();
     let n = bytes.len().min(NAME_CAP);
     for (slot, b) in NAME.iter().zip(bytes.iter().take(n)) {
@@ -48,9 +74,9 @@ pub fn calling(name: &str, region: (usize, usize)) -> Calling {
     MODULE_START.store(region.0, Ordering::Relaxed);
     MODULE_LEN.store(region.1, Ordering::Relaxed);
     IN_CALL.store(true, Ordering::Release);
-    Calling(())
 }
 
+#[cfg(test)]
 impl Drop for Calling {
     fn drop(&mut self) {
         IN_CALL.store(false, Ordering::Release);

@@ -1,10 +1,10 @@
 //! `elfjit demo`: a few built-in kernels compiled, loaded and run, each checked against the
 //! same computation in Rust.
 
-use crate::args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
-use crate::clang::{Compiler, Lang};
-use crate::error::Result;
-use crate::run::{run_with, RunOutcome, RunRequest, Timings};
+use crate::crash::REPORTER;
+use elfjit::args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
+use elfjit::run::{run_on, RunOutcome, RunRequest, Timings};
+use elfjit::{Compiler, Lang, Native, Result};
 
 /// `y = a*x + y` over `f32` buffers.
 pub const SAXPY_C: &str = r#"
@@ -284,10 +284,11 @@ pub fn run_all(compiler: &Compiler) -> Result<Vec<DemoResult>> {
     Ok(kernels()
         .into_iter()
         .map(|k| {
+            let native = Native::with_observer(&REPORTER);
             // SAFETY: the demo kernels are elfjit's own, each request declaring exactly
             // its kernel's C signature and buffers of the sizes the kernel touches.
-            let (outcome, timings) = match unsafe { run_with(compiler, &k.req) } {
-                Ok(o) => ((k.check)(&o), o.timings),
+            let (outcome, timings) = match unsafe { run_on(&native, compiler, None, &k.req) } {
+                Ok((o, _)) => ((k.check)(&o), o.timings),
                 Err(e) => (Err(e.to_string()), Timings::default()),
             };
             DemoResult {
@@ -303,17 +304,12 @@ pub fn run_all(compiler: &Compiler) -> Result<Vec<DemoResult>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clang::CompileOptions;
-    use crate::flags::HostInfo;
+    use elfjit::{Arch, CompileOptions};
 
     #[test]
     fn kernels_compile() {
-        let Ok(c) = Compiler::find() else {
-            return;
-        };
-        let host = HostInfo::current()
-            .arch
-            .unwrap_or(elfjit_core::Arch::X86_64);
+        let c = Compiler::find().expect("clang (./scripts/setup installs clang-19)");
+        let host = Arch::host().unwrap_or(Arch::X86_64);
         for k in kernels() {
             let obj = c
                 .compile(&k.req.source, &CompileOptions::new(k.req.lang, host))

@@ -1,5 +1,23 @@
-//! Emulated runs: `elfjit run --target ARCH` for an architecture this machine is not, by
-//! way of qemu-user.
+//! elfjit-emulate: the emulated executor. `elfjit run --target ARCH` for an
+//! architecture this machine is not, by way of qemu-user: the kernel is linked on the
+//! host for a fixed address and called in elfjit's own small runner under `qemu-ARCH`.
+//!
+//! ```no_run
+//! use elfjit::{ArgSpec, Arch, Lang, RetType, RunRequest, Scalar};
+//!
+//! let mut req = RunRequest::new("int add(int a, int b) { return a + b; }", Lang::C);
+//! req.target = Arch::Riscv64;
+//! req.ret = RetType::I32;
+//! req.args = vec!["i32:2".parse::<ArgSpec>()?, "i32:40".parse()?];
+//! // SAFETY: `add` takes two ints and returns one, as `req` says.
+//! let outcome = unsafe { elfjit_emulate::run(&req) }?;
+//! assert_eq!(outcome.ret, Some(Scalar::I32(42)));
+//! # Ok::<(), elfjit::Error>(())
+//! ```
+//!
+//! [`Emulated`] is an [`Executor`] like [`elfjit::Native`]; [`executor_for`] picks the
+//! one a request needs, and [`run`], [`run_with`] and [`run_cached`] run a request on it
+//! (what the `elfjit` command does).
 //!
 //! ```text
 //! kernel.o (clang, generic CPU for ARCH) ─┐
@@ -11,7 +29,7 @@
 //!
 //! The runner (`runner.c` + `support.c`) is a static, freestanding program of elfjit's
 //! own, built once per architecture with clang and lld and cached on disk (see
-//! [`runner::cache_dir`]). It maps the image at the address it was linked for, protects
+//! [`elfjit::cache::root_dir`]). It maps the image at the address it was linked for, protects
 //! its segments (never writable and executable), flushes the instruction cache, maps the
 //! buffers, calls the shim and times the call. The shim ([`shim`]) is generated from the
 //! `--arg`/`--ret` types and linked into the same image as the kernel, so the call obeys
@@ -32,45 +50,116 @@
 //! calls it executes a real far-call stub or veneer.
 //!
 //! The host architecture runs through the same path when asked to
-//! ([`RunRequest::emulate`], `elfjit run --emulate`, or `ELFJIT_EMULATE=1`): always under
+//! ([`RunRequest::emulate`], `elfjit run --emulate`, or `ELFJIT_EMULATE=1`, see
+//! [`is_emulated`]): always under
 //! `qemu-<arch>`, x86_64 included, so the host checks the machinery the foreign targets
 //! use.
 
+pub mod layout;
 pub mod protocol;
 pub mod runner;
 pub mod shim;
 
-use crate::args::{ArgOutcome, ArgSpec, Buffer, ScalarType, BUFFER_ALIGN};
-use crate::clang::{CompileOptions, Compiler, Lang};
-use crate::error::{Error, Result};
-use crate::ffi::ArgKind;
-use crate::flags::HostInfo;
-use crate::run::{select_entry, RunOutcome, RunRequest, Timings};
+pub use layout::{BUFFER_BASE, FAR_ADDRESS, IMAGE_BASE, IMAGE_LIMIT, PAGE_SIZE, RUNNER_BASE};
+
+use elfjit::args::{ArgKind, ArgOutcome, ArgSpec, Buffer, ScalarType, BUFFER_ALIGN};
+use elfjit::cache::{Cache, CacheStatus};
+use elfjit::clang::Compiler;
+use elfjit::flags::{CompileOptions, HostInfo, Lang};
+use elfjit::run::{run_on, select_entry, Compiled, Executor, RunOutcome, RunRequest, Timings};
+use elfjit::{Error, Native, Result};
 use elfjit_core::elf::Object;
-use elfjit_core::{Plan, SegmentKind, SliceBackend};
+use elfjit_core::{Arch, Plan, SegmentKind, SliceBackend};
 use protocol::{Request, SegmentRange};
 use shim::Slot;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Where the image is linked and mapped.
-pub const IMAGE_BASE: u64 = 0x1000_0000;
-/// Where the runner program is linked (the image must end below it).
-pub const RUNNER_BASE: u64 = 0x1100_0000;
-/// The largest image an emulated run accepts.
-pub const IMAGE_LIMIT: u64 = RUNNER_BASE - IMAGE_BASE;
-/// Where the runner's `elfjit_far_add` is linked: more than 4 GiB from the image.
-pub const FAR_ADDRESS: u64 = 0x2_1000_0000;
-/// Where the argument buffers are mapped.
-pub const BUFFER_BASE: u64 = 0x4_0000_0000;
-/// Segment alignment of emulated images.
-pub const PAGE_SIZE: u64 = 0x1_0000;
-
 /// Whether `ELFJIT_EMULATE` asks for every run to go through the emulated runner (set,
 /// and neither empty nor `0`).
 pub fn forced_by_env() -> bool {
     std::env::var_os("ELFJIT_EMULATE").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Whether `req` runs emulated: it asks to ([`RunRequest::emulate`]), `ELFJIT_EMULATE`
+/// does ([`forced_by_env`]), or its target is not the host's architecture.
+pub fn is_emulated(req: &RunRequest) -> bool {
+    req.emulate || forced_by_env() || Arch::host() != Some(req.target)
+}
+
+/// The executor for `req`: [`Emulated`] if [`is_emulated`], else `native`.
+pub fn executor_for<'a>(req: &RunRequest, native: &'a Native) -> &'a dyn Executor {
+    if is_emulated(req) {
+        &Emulated
+    } else {
+        native
+    }
+}
+
+/// Runs `req` on the executor it needs ([`executor_for`]), finding clang with
+/// [`Compiler::find`].
+///
+/// # Safety
+/// As [`Executor::execute`]: a native run calls the entry in this process; an emulated
+/// run executes it under qemu in another process, but the same call may run natively (a
+/// host target without emulation), so the contract is the same.
+pub unsafe fn run(req: &RunRequest) -> Result<RunOutcome> {
+    // SAFETY: the caller upholds `run_with`'s contract.
+    unsafe { run_with(&Compiler::find()?, req) }
+}
+
+/// [`run`] with a given compiler.
+///
+/// # Safety
+/// As [`run`].
+pub unsafe fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
+    let native = Native::new();
+    // SAFETY: the caller upholds `run`'s contract, which is `run_on`'s.
+    unsafe { run_on(executor_for(req, &native), compiler, None, req) }.map(|(o, _)| o)
+}
+
+/// [`run_with`] taking the object from `cache` when it has it (native and emulated runs
+/// alike: the key includes the target and flags). On a hit, `timings.compile` is the
+/// lookup time.
+///
+/// # Safety
+/// As [`run`]. A cached object is what an earlier compile of the same source produced,
+/// from a cache directory only this user can write.
+pub unsafe fn run_cached(
+    compiler: &Compiler,
+    cache: &Cache,
+    req: &RunRequest,
+) -> Result<(RunOutcome, CacheStatus)> {
+    let native = Native::new();
+    let executor = executor_for(req, &native);
+    // SAFETY: the caller upholds `run`'s contract, which is `run_on`'s.
+    let (outcome, status) = unsafe { run_on(executor, compiler, Some(cache), req) }?;
+    Ok((outcome, status.unwrap_or(CacheStatus::Miss)))
+}
+
+/// The emulated executor: links the kernel with a generated call shim for [`IMAGE_BASE`]
+/// on the host and calls it in the runner under `qemu-<target>`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Emulated;
+
+impl Executor for Emulated {
+    fn prepare(&self, req: &RunRequest) -> Result<HostInfo> {
+        if req.debug {
+            return Err(Error::BadArgument {
+                what: "--debug".into(),
+                reason: "debugging runs on the host only; an emulated kernel runs inside qemu"
+                    .into(),
+            });
+        }
+        Ok(compile_host())
+    }
+
+    /// Runs the kernel in another process, under qemu: a crash or a wrong signature
+    /// there is an error, not a crash of this process; the contract stays the trait's.
+    unsafe fn execute(&self, compiled: &Compiled<'_>) -> Result<RunOutcome> {
+        run_emulated(compiled)
+    }
 }
 
 /// The host description to compile emulated kernels with: no native CPU, so the generic
@@ -105,7 +194,7 @@ fn kernel_functions(object: &[u8]) -> Result<Vec<String>> {
 /// level: the shim's code does not depend on it), reusing an earlier compile of the same
 /// source for the same target and compiler (each clang run costs tens of milliseconds).
 fn compile_shim(compiler: &Compiler, req: &RunRequest, source: &str) -> Result<Vec<u8>> {
-    type Key = (std::path::PathBuf, elfjit_core::Arch, String);
+    type Key = (std::path::PathBuf, Arch, String);
     static SHIMS: OnceLock<Mutex<HashMap<Key, Vec<u8>>>> = OnceLock::new();
     let key = (
         compiler.path().to_path_buf(),
@@ -136,14 +225,15 @@ fn align_up(v: usize, a: usize) -> usize {
     v.div_ceil(a) * a
 }
 
-/// Runs `req`, whose kernel clang already compiled to `object` (with [`compile_host`]'s
-/// flags) in `compile`, through the runner under qemu.
-pub fn run_emulated(
-    compiler: &Compiler,
-    req: &RunRequest,
-    object: &[u8],
-    compile: Duration,
-) -> Result<RunOutcome> {
+/// Runs the request whose kernel clang already compiled (with [`compile_host`]'s flags)
+/// through the runner under qemu.
+fn run_emulated(compiled: &Compiled<'_>) -> Result<RunOutcome> {
+    let Compiled {
+        compiler,
+        request: req,
+        object,
+        compile,
+    } = *compiled;
     let arch = req.target;
     let entry = select_entry(req.entry.as_deref(), &kernel_functions(object)?)?;
     let kinds: Vec<ArgKind> = req.args.iter().map(ArgSpec::kind).collect();
@@ -288,4 +378,33 @@ pub fn run_emulated(
             call: Duration::from_nanos(reply.call_ns),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_target_compile_errors_come_first() {
+        let c = Compiler::find().expect("clang (./scripts/setup installs clang-19)");
+        let host = Arch::host();
+        let foreign = Arch::ALL.into_iter().find(|a| Some(*a) != host).unwrap();
+        let mut req = RunRequest::new("int f( {", Lang::C);
+        req.target = foreign;
+        // SAFETY: the source does not compile, so nothing is called.
+        let foreign_run = unsafe { run_with(&c, &req) };
+        assert!(matches!(
+            foreign_run.unwrap_err(),
+            Error::ClangFailed { .. }
+        ));
+        // Forced emulation on the host: the same.
+        req.target = host.unwrap_or(Arch::X86_64);
+        req.emulate = true;
+        // SAFETY: as above.
+        let emulated_run = unsafe { run_with(&c, &req) };
+        assert!(matches!(
+            emulated_run.unwrap_err(),
+            Error::ClangFailed { .. }
+        ));
+    }
 }

@@ -1,0 +1,334 @@
+//! The `elfjit` command: compile, load and call one C or LLVM IR kernel (`run`), the
+//! built-in examples (`demo`), the planned layout of an object (`inspect`), the on-disk
+//! cache (`cache clear | dir`) and shell completions (`completions bash|zsh|fish`).
+//!
+//! ```text
+//! $ elfjit run add.c --ret i32 --arg i32:2 --arg i32:40 --json
+//! {"target": "x86_64", "entry": "add", "return": 42, "args": [2, 40], "timings_us": {...}}
+//! $ elfjit run saxpy.c --target riscv64 --arg i32:4 --arg f32:2 --arg f32[4]=iota --arg f32[4]=fill:1
+//! ```
+//!
+//! The parser is clap's ([`cli`]); `--json` is written with serde_json ([`json`]); a host
+//! kernel runs on the library's native executor with the crash reporter ([`crash`])
+//! watching, any other on `elfjit-emulate`'s.
+
+mod cli;
+mod crash;
+mod demo;
+mod inspect;
+mod json;
+mod text;
+
+use clap::{CommandFactory, Parser};
+use cli::{CacheCommand, Cli, Command, InspectArgs, RunArgs};
+use elfjit::bounded::{self, describe_size};
+use elfjit::cache::{self, Cache};
+use elfjit::run::{run_on, RunRequest};
+use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, Native, RetType};
+use elfjit_emulate::{executor_for, runner};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The most bytes `run` and `inspect` read from FILE or stdin.
+const MAX_INPUT: u64 = 64 << 20;
+
+/// Why the tool stopped: a usage mistake (exit 2) or a failure while working (exit 1).
+enum Failure {
+    Usage(String),
+    Run(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::BadArgument { .. } => Failure::Usage(e.to_string()),
+            other => Failure::Run(other),
+        }
+    }
+}
+
+fn usage(msg: impl Into<String>) -> Failure {
+    Failure::Usage(msg.into())
+}
+
+fn main() -> ExitCode {
+    // Say which kernel crashed, and where, instead of dying silently. Without the
+    // reporter the run still works; the crash is then only the signal.
+    let _ = crash::install();
+    // Children run in their own process groups: take them down on Ctrl-C too.
+    let _ = elfjit::child::stop_children_on_termination_signals();
+    let words: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let result = match Cli::try_parse_from(
+        std::iter::once(OsString::from("elfjit")).chain(words.iter().cloned()),
+    ) {
+        Ok(cli) => dispatch(cli),
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                out(&e.render().to_string())
+            }
+            _ => Err(usage(cli::usage_message(&e, &words))),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => fail(&f),
+    }
+}
+
+fn fail(f: &Failure) -> ExitCode {
+    let (msg, code, hint) = match f {
+        Failure::Usage(m) => (m.clone(), 2, "\n(see `elfjit --help`)"),
+        Failure::Run(e) => (e.to_string(), 1, ""),
+    };
+    let _ = writeln!(std::io::stderr(), "elfjit: error: {msg}{hint}");
+    ExitCode::from(code)
+}
+
+/// Writes to stdout; a closed pipe (`elfjit ... | head`) is not worth a panic.
+fn out(text: &str) -> Result<(), Failure> {
+    write_out(|w| w.write_all(text.as_bytes()))
+}
+
+/// Runs `write` on buffered stdout and flushes it; a closed pipe is fine.
+fn write_out(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), Failure> {
+    let mut stdout = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+    match write(&mut stdout).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Run(Error::Io {
+            context: "cannot write to stdout".into(),
+            source: e,
+        })),
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<(), Failure> {
+    if cli.version {
+        return version();
+    }
+    match cli.command {
+        None => out(&Cli::command().render_help().to_string()),
+        Some(Command::Version) => version(),
+        Some(Command::Run(args)) => cmd_run(args),
+        Some(Command::Demo { extra }) => match extra.first() {
+            Some(a) => Err(usage(format!(
+                "demo takes no arguments, got `{}`",
+                a.to_string_lossy()
+            ))),
+            None => cmd_demo(),
+        },
+        Some(Command::Inspect(args)) => cmd_inspect(args),
+        Some(Command::Cache { command }) => cmd_cache(command),
+        Some(Command::Completions { shell }) => write_out(|w| {
+            clap_complete::generate(shell, &mut Cli::command(), "elfjit", w);
+            Ok(())
+        }),
+    }
+}
+
+fn version() -> Result<(), Failure> {
+    let clang = match Compiler::find() {
+        Ok(c) => match c.version() {
+            Ok(v) => format!("{} ({v})", c.path().display()),
+            Err(e) => format!("{}: {e}", c.path().display()),
+        },
+        Err(e) => e.to_string(),
+    };
+    out(&format!(
+        "elfjit {}\nclang: {clang}\n",
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+fn host_arch() -> Result<Arch, Failure> {
+    Arch::host().ok_or_else(|| {
+        Failure::Run(Error::Unsupported(format!(
+            "this host ({}) is not an architecture elfjit runs on; pass --target",
+            std::env::consts::ARCH
+        )))
+    })
+}
+
+/// The one FILE of `run` or `inspect`.
+fn one_file(command: &str, files: Vec<PathBuf>, what: &str) -> Result<PathBuf, Failure> {
+    let mut files = files.into_iter();
+    match (files.next(), files.next()) {
+        (None, _) => Err(usage(format!("{command} needs a FILE ({what})"))),
+        (Some(f), None) => Ok(f),
+        (Some(a), Some(b)) => Err(usage(format!(
+            "{command} takes one FILE, got `{}` and `{}`",
+            a.display(),
+            b.display()
+        ))),
+    }
+}
+
+/// FILE's bytes (or stdin's for `-`), at most [`MAX_INPUT`]; a larger input is refused
+/// before it is read (a file) or as soon as it passes the cap (a pipe).
+fn read_input(file: &Path) -> Result<Vec<u8>, Failure> {
+    let stdin = file.as_os_str() == "-";
+    let fail = |e: bounded::ReadError| {
+        let why = match e {
+            bounded::ReadError::TooLarge { .. } => format!(
+                "{e} (elfjit reads at most {} of FILE or stdin)",
+                describe_size(MAX_INPUT)
+            ),
+            other => other.to_string(),
+        };
+        Failure::Run(Error::Io {
+            context: if stdin {
+                "cannot read stdin".to_string()
+            } else {
+                format!("cannot read `{}`", file.display())
+            },
+            source: std::io::Error::other(why),
+        })
+    };
+    if stdin {
+        bounded::read_to_end(&mut std::io::stdin().lock(), MAX_INPUT, None).map_err(fail)
+    } else {
+        let mut f = std::fs::File::open(file).map_err(|e| fail(bounded::ReadError::Io(e)))?;
+        let hint = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+        bounded::read_to_end(&mut f, MAX_INPUT, hint).map_err(fail)
+    }
+}
+
+fn cmd_run(args: RunArgs) -> Result<(), Failure> {
+    let file = one_file("run", args.files, ".c, .ll, or - for stdin")?;
+    let lang = match args.lang {
+        Some(l) => l,
+        None if file.as_os_str() == "-" => {
+            return Err(usage("reading from stdin (-) needs --lang c or --lang ir"))
+        }
+        None => Lang::from_path(&file).ok_or_else(|| {
+            usage(format!(
+                "cannot tell the language of `{}` from its extension; use --lang c or --lang ir",
+                file.display()
+            ))
+        })?,
+    };
+    let target = match args.target {
+        Some(t) => t,
+        None => host_arch()?,
+    };
+    let mut source = read_input(&file)?;
+    if args.debug && lang == Lang::C && file.as_os_str() != "-" {
+        // clang reads the source from a pipe: name the file for the debug information.
+        source = elfjit::clang::with_file_name(&source, &file);
+    }
+
+    let mut req = RunRequest::new(source, lang);
+    req.entry = args.entry;
+    req.target = target;
+    req.ret = args.ret.unwrap_or(RetType::Void);
+    req.args = args.args;
+    req.opt_level = args.opt_level.unwrap_or(2);
+    req.emulate = args.emulate;
+    req.debug = args.debug;
+    let compiler = Compiler::find()?;
+    let cache = args.cache.then(Cache::from_env);
+    // A crash of a native kernel is reported by name.
+    let native = Native::with_observer(&crash::REPORTER);
+    // SAFETY: `elfjit run` calls FILE's entry with the signature --arg/--ret declare, on
+    // the word of the person who typed them: that is what the command is for. A wrong
+    // signature makes the kernel misbehave in this process, which the crash reporter
+    // then names.
+    let (outcome, status) =
+        unsafe { run_on(executor_for(&req, &native), &compiler, cache.as_ref(), &req) }?;
+    if args.json {
+        // Streamed: a large buffer is printed element by element, never held as text.
+        write_out(|w| {
+            json::write(&outcome, status, w)?;
+            w.write_all(b"\n")
+        })
+    } else {
+        let cache_line = status.map_or_else(String::new, |s| format!("\n  cache   {s}"));
+        out(&format!("{}{cache_line}\n", text::summary(&outcome)))
+    }
+}
+
+fn cmd_cache(command: CacheCommand) -> Result<(), Failure> {
+    match command {
+        CacheCommand::Clear { ref extra } | CacheCommand::Dir { ref extra }
+            if !extra.is_empty() =>
+        {
+            let sub = if matches!(command, CacheCommand::Clear { .. }) {
+                "clear"
+            } else {
+                "dir"
+            };
+            Err(usage(format!(
+                "cache {sub} takes no arguments, got `{}`",
+                extra
+                    .first()
+                    .map(|e| e.to_string_lossy())
+                    .unwrap_or_default()
+            )))
+        }
+        CacheCommand::Clear { .. } => {
+            let dir = cache::default_dir();
+            let objects = cache::clear_dir(&dir)?;
+            let root = cache::root_dir();
+            let runners = runner::clear_dir(&root)?;
+            let plural = |n: u64| if n == 1 { "" } else { "s" };
+            out(&format!(
+                "removed {} cached object{} ({} bytes) from {}\n\
+                 removed {} runner file{} ({} bytes) from {}\n",
+                objects.files,
+                plural(objects.files),
+                objects.bytes,
+                dir.display(),
+                runners.files,
+                plural(runners.files),
+                runners.bytes,
+                root.display()
+            ))
+        }
+        CacheCommand::Dir { .. } => out(&format!("{}\n", cache::default_dir().display())),
+    }
+}
+
+fn cmd_demo() -> Result<(), Failure> {
+    let compiler = Compiler::find()?;
+    let version = compiler.version().unwrap_or_else(|e| e.to_string());
+    out(&format!(
+        "clang: {} ({version})\n",
+        compiler.path().display()
+    ))?;
+    let results = demo::run_all(&compiler)?;
+    let mut failed = 0;
+    for r in &results {
+        if !r.ok() {
+            failed += 1;
+        }
+        out(&format!("{}\n", r.line()))?;
+    }
+    if failed > 0 {
+        return Err(Failure::Run(Error::Unsupported(format!(
+            "{failed} of {} demo kernels failed",
+            results.len()
+        ))));
+    }
+    Ok(())
+}
+
+fn cmd_inspect(args: InspectArgs) -> Result<(), Failure> {
+    let file = one_file("inspect", args.files, ".c, .ll or .o")?;
+    let target = match args.target {
+        Some(t) => t,
+        None => host_arch()?,
+    };
+    let bytes = read_input(&file)?;
+    let object = match Lang::from_path(&file) {
+        Some(lang) => Compiler::find()?.compile(&bytes, &CompileOptions::new(lang, target))?,
+        None => bytes,
+    };
+    let report = inspect::report(&object, target)?;
+    out(&report)?;
+    if !report.ends_with('\n') {
+        out("\n")?;
+    }
+    Ok(())
+}
