@@ -225,7 +225,9 @@ fn failed_spawns_are_errors_not_panics() {
             );
             assert!(!err.contains("panicked"), "{err}");
         }
-        &["64"][..]
+        // RLIMIT_NPROC counts every thread of the uid on the machine, so "enough" has room
+        // for whatever else runs as nobody at the same time.
+        &["4096"][..]
     } else {
         &["2", "3"][..]
     };

@@ -167,14 +167,11 @@ impl Reader {
         match rustix::io::read(fd, &mut *chunk) {
             Ok(0) => self.fd = None,
             Ok(n) => {
-                if self.buf.len() + n > self.limit {
-                    return Err(Failure::TooMuchOutput {
-                        stream: self.stream,
-                        limit: self.limit,
-                        stderr: Vec::new(),
-                    });
-                }
-                grow(&mut self.buf, n, self.limit).map_err(|e| match e {
+                // Past the limit, the head up to the limit is still kept: a TooMuchOutput
+                // reports the start of stderr, which a read of one big chunk would lose.
+                let over = self.buf.len() + n > self.limit;
+                let keep = n.min(self.limit.saturating_sub(self.buf.len()));
+                grow(&mut self.buf, keep, self.limit).map_err(|e| match e {
                     ReadError::OutOfMemory { bytes } => Failure::OutOfMemory {
                         stream: self.stream,
                         bytes,
@@ -182,7 +179,14 @@ impl Reader {
                     other => Failure::Io(std::io::Error::other(other.to_string())),
                 })?;
                 self.buf
-                    .extend_from_slice(chunk.get(..n).unwrap_or_default());
+                    .extend_from_slice(chunk.get(..keep).unwrap_or_default());
+                if over {
+                    return Err(Failure::TooMuchOutput {
+                        stream: self.stream,
+                        limit: self.limit,
+                        stderr: Vec::new(),
+                    });
+                }
             }
             Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(Failure::Io(e.into())),
@@ -584,6 +588,20 @@ mod tests {
                 ..
             }) => {
                 assert!(stderr.starts_with(b"first\n"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // One write far past the limit, read in one chunk: its head is still reported.
+        let mut s = sh("printf 'first\\n%020000d' 0 >&2");
+        s.stderr_limit = 10_000;
+        match run(&s) {
+            Err(Failure::TooMuchOutput {
+                stream: Stream::Stderr,
+                stderr,
+                ..
+            }) => {
+                assert!(stderr.starts_with(b"first\n00"), "{stderr:?}");
+                assert_eq!(stderr.len(), 10_000);
             }
             other => panic!("{other:?}"),
         }
