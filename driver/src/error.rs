@@ -26,6 +26,9 @@ pub enum Error {
     Link(elfjit_core::Error),
     /// The OS refused memory (mmap/mprotect).
     Memory(String),
+    /// The code arena could not provide or publish memory: what ran out (the arena's
+    /// limit, the address space, the map count), the size asked for and the limit.
+    Arena(elfjit_os::ArenaError),
     /// `--entry NAME` (or a lookup by name) found no such function.
     UnknownEntry {
         name: String,
@@ -69,6 +72,7 @@ impl fmt::Display for Error {
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::Link(e) => write!(f, "{e}"),
             Error::Memory(m) => write!(f, "memory: {m}"),
+            Error::Arena(e) => write!(f, "{e}"),
             Error::UnknownEntry { name, available } => write!(
                 f,
                 "unknown entry `{name}`; global functions: {}",
@@ -100,6 +104,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Arena(e) => Some(e),
             _ => None,
         }
     }

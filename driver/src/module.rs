@@ -1,18 +1,20 @@
-//! A loaded image: object bytes linked into fresh memory in this process, callable by
-//! symbol name. The memory belongs to the [`Module`] and is unmapped when it is dropped.
+//! A loaded image: object bytes linked into code memory of this process, callable by
+//! symbol name. The memory comes from an [`Arena`] (the process-wide page-granular one,
+//! [`Arena::process`], unless the caller names another) and goes back to it when the
+//! [`Module`] is dropped; a module keeps its arena alive.
 //!
 //! With the `dlopen-fallback` feature the same API links the objects into a shared
 //! library with `clang -shared` and opens it with `dlopen` instead (see [`crate::fallback`]).
 
 use crate::error::{Error, Result};
-use elfjit_core::{Arch, Plan, SymbolResolver};
-use elfjit_os::{MmapBackend, ProcessResolver};
+use elfjit_core::{Arch, Plan, SegmentKind, SymbolResolver};
+use elfjit_os::{Arena, ArenaBackend, ProcessResolver};
 use std::collections::HashMap;
 
-/// Linked code and data in memory owned by this value; unmapped on drop.
+/// Linked code and data in memory owned by this value; given back to its arena on drop.
 pub struct Module {
     arch: Arch,
-    // Kept alive for the addresses below; dropping it unmaps the image.
+    // Kept alive for the addresses below; dropping it frees the image.
     memory: Backing,
     symbols: HashMap<String, u64>,
     functions: Vec<String>,
@@ -20,9 +22,9 @@ pub struct Module {
 
 /// What holds a module's code and data.
 enum Backing {
-    /// The in-memory loader's mapping.
+    /// The in-memory loader's memory, from an arena (kept alive by it).
     #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
-    Mapped(MmapBackend),
+    Arena(ArenaBackend),
     /// A shared library opened with dlopen, and its address range.
     #[cfg(feature = "dlopen-fallback")]
     Library(#[allow(dead_code)] libloading::Library, (usize, usize)),
@@ -45,10 +47,16 @@ impl SymbolResolver for Chain<'_> {
 }
 
 impl Module {
-    /// Links one relocatable object for the host into fresh memory, resolving external
-    /// symbols through the process (dlsym) and the Rust runtime's compiler-rt builtins.
+    /// Links one relocatable object for the host into the process-wide arena, resolving
+    /// external symbols through the process (dlsym) and the Rust runtime's compiler-rt
+    /// builtins.
     pub fn load(object: &[u8]) -> Result<Module> {
-        Module::load_objects(&[object], &mut |_| None)
+        Module::load_in(Arena::process(), object)
+    }
+
+    /// [`Module::load`] into `arena` (for example a packed one, [`Arena::packed`]).
+    pub fn load_in(arena: &Arena, object: &[u8]) -> Result<Module> {
+        Module::load_objects_in(arena, &[object], &mut |_| None)
     }
 
     /// Links several objects into one image (symbols resolve across them), consulting
@@ -57,23 +65,24 @@ impl Module {
         objects: &[&[u8]],
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
     ) -> Result<Module> {
-        let host = Arch::from_name(std::env::consts::ARCH).ok_or_else(|| {
-            Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH))
-        })?;
-        let memory = MmapBackend::new();
+        Module::load_objects_in(Arena::process(), objects, resolver)
+    }
+
+    /// [`Module::load_objects`] into `arena`.
+    pub fn load_objects_in(
+        arena: &Arena,
+        objects: &[&[u8]],
+        resolver: &mut dyn FnMut(&str) -> Option<u64>,
+    ) -> Result<Module> {
         // Built in place: a plan is about 200 KB, and moving it out of `Plan::new` cost a
         // third of a small kernel's load.
         let mut plan = Plan::empty();
-        plan.replan(objects, memory.page_size())?;
-        if plan.arch() != host {
-            return Err(Error::Unsupported(format!(
-                "the object is for {}, but this host is {host}; load it on {0} or run it with \
-                 `elfjit run --target {0}`",
-                plan.arch()
-            )));
-        }
+        plan.replan(objects, arena.page_size() as u64)?;
+        let host = host_arch()?;
+        check_arch(&plan, host)?;
         #[cfg(feature = "dlopen-fallback")]
         {
+            let _ = arena;
             let loaded = crate::fallback::load(&plan, host, objects, resolver)?;
             Ok(Module {
                 arch: host,
@@ -83,35 +92,74 @@ impl Module {
             })
         }
         #[cfg(not(feature = "dlopen-fallback"))]
-        Module::link_in_memory(host, &mut plan, memory, resolver)
+        {
+            let mut memory = arena.backend();
+            let (symbols, functions) = link(&mut plan, &mut memory, resolver)?;
+            Ok(Module {
+                arch: host,
+                memory: Backing::Arena(memory),
+                symbols,
+                functions,
+            })
+        }
     }
 
-    /// The in-memory loader: `plan` linked into `memory`.
-    #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
-    fn link_in_memory(
-        host: Arch,
-        plan: &mut Plan<'_>,
-        mut memory: MmapBackend,
+    /// Links each object as a module of its own (each freed on its own), all into `arena`
+    /// and published together: with a page-granular arena, two `mprotect`s per protection
+    /// class (code, read-only data) for all of them, where loading them one by one costs
+    /// four per module. If any fails, none is loaded and the arena is as it was.
+    pub fn load_each_in(
+        arena: &Arena,
+        objects: &[&[u8]],
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
-    ) -> Result<Module> {
-        let image = plan.link(&mut memory, &mut Chain { first: resolver })?;
-        let mut symbols = HashMap::new();
-        let mut functions = Vec::new();
-        for global in image.globals() {
-            let Ok(name) = std::str::from_utf8(global.name) else {
-                continue;
-            };
-            if global.is_function {
-                functions.push(name.to_string());
-            }
-            symbols.entry(name.to_string()).or_insert(global.address);
+    ) -> Result<Vec<Module>> {
+        #[cfg(feature = "dlopen-fallback")]
+        {
+            objects
+                .iter()
+                .map(|o| Module::load_objects_in(arena, &[o], resolver))
+                .collect()
         }
-        Ok(Module {
-            arch: host,
-            memory: Backing::Mapped(memory),
-            symbols,
-            functions,
-        })
+        #[cfg(not(feature = "dlopen-fallback"))]
+        {
+            let mut plans: Vec<Plan> = Vec::with_capacity(objects.len());
+            for object in objects {
+                plans.push(Plan::empty());
+                if let Some(plan) = plans.last_mut() {
+                    plan.replan(std::slice::from_ref(object), arena.page_size() as u64)?;
+                }
+            }
+            let host = host_arch()?;
+            for plan in &plans {
+                check_arch(plan, host)?;
+            }
+            let layouts: Vec<_> = plans.iter().map(Plan::layout).collect();
+            let mut backends = arena.allocate_batch(&layouts).map_err(Error::Arena)?;
+            let mut linked = Vec::with_capacity(plans.len());
+            for (plan, memory) in plans.iter_mut().zip(backends.iter_mut()) {
+                linked.push(link(plan, memory, resolver)?);
+            }
+            ArenaBackend::publish_all(&mut backends).map_err(Error::Arena)?;
+            Ok(backends
+                .into_iter()
+                .zip(linked)
+                .map(|(memory, (symbols, functions))| Module {
+                    arch: host,
+                    memory: Backing::Arena(memory),
+                    symbols,
+                    functions,
+                })
+                .collect())
+        }
+    }
+
+    /// The arena holding the module (`None` for a dlopen-fallback module).
+    pub fn arena(&self) -> Option<&Arena> {
+        match &self.memory {
+            Backing::Arena(memory) => Some(memory.arena()),
+            #[cfg(feature = "dlopen-fallback")]
+            Backing::Library(..) => None,
+        }
     }
 
     /// The architecture the module was linked for.
@@ -129,12 +177,61 @@ impl Module {
         &self.functions
     }
 
-    /// The mapping's address and length.
+    /// Where the module's code lies: its code segment's address and length (the shared
+    /// library's mapping with dlopen-fallback); `(0, 0)` if it has no code.
     pub fn region(&self) -> (usize, usize) {
         match &self.memory {
-            Backing::Mapped(memory) => memory.region().unwrap_or((0, 0)),
+            Backing::Arena(memory) => memory.segment(SegmentKind::Code).unwrap_or((0, 0)),
             #[cfg(feature = "dlopen-fallback")]
             Backing::Library(_, region) => *region,
         }
     }
+}
+
+/// The architecture this process runs on, if elfjit links for it.
+fn host_arch() -> Result<Arch> {
+    Arch::from_name(std::env::consts::ARCH)
+        .ok_or_else(|| Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH)))
+}
+
+/// An error unless `plan` is for `host`.
+fn check_arch(plan: &Plan<'_>, host: Arch) -> Result<()> {
+    if plan.arch() != host {
+        return Err(Error::Unsupported(format!(
+            "the object is for {}, but this host is {host}; load it on {0} or run it with \
+             `elfjit run --target {0}`",
+            plan.arch()
+        )));
+    }
+    Ok(())
+}
+
+/// The in-memory loader: `plan` linked into `memory`; returns the global symbols and the
+/// names of the global functions. An arena failure is reported in full (what ran out, the
+/// size asked for, the limit).
+#[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+fn link(
+    plan: &mut Plan<'_>,
+    memory: &mut ArenaBackend,
+    resolver: &mut dyn FnMut(&str) -> Option<u64>,
+) -> Result<(HashMap<String, u64>, Vec<String>)> {
+    let image = match plan.link(memory, &mut Chain { first: resolver }) {
+        Ok(image) => image,
+        Err(e @ elfjit_core::Error::Backend(_)) => {
+            return Err(memory.error().copied().map_or(Error::Link(e), Error::Arena))
+        }
+        Err(e) => return Err(Error::Link(e)),
+    };
+    let mut symbols = HashMap::new();
+    let mut functions = Vec::new();
+    for global in image.globals() {
+        let Ok(name) = std::str::from_utf8(global.name) else {
+            continue;
+        };
+        if global.is_function {
+            functions.push(name.to_string());
+        }
+        symbols.entry(name.to_string()).or_insert(global.address);
+    }
+    Ok((symbols, functions))
 }

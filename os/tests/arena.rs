@@ -270,10 +270,15 @@ fn a_batch_publishes_with_one_protect_per_class() {
         drop(odd);
         drop(singles);
         assert_eq!(arena.stats().modules, 0);
-        assert_eq!(
-            maps(&arena.regions()).vmas,
-            arena.stats().chunks as u64 * vmas_per_chunk(&arena)
-        );
+        // Back to one mapping per region: the pages written are merged again. (qemu-user
+        // builds /proc/self/maps from its own page table and may merge further.)
+        let vmas = maps(&arena.regions()).vmas;
+        let expect = arena.stats().chunks as u64 * vmas_per_chunk(&arena);
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(vmas, expect);
+        } else {
+            assert!(vmas <= expect, "{vmas} > {expect}");
+        }
     }
 }
 
