@@ -73,24 +73,23 @@ int saxpy(int n, float a, const float *x, float *y) {
 /// The signature of [`SAXPY`]'s `saxpy`.
 pub type SaxpyFn = extern "C" fn(i32, f32, *const f32, *mut f32) -> i32;
 
-/// Calls a loaded `saxpy` on 20 elements `calls` times and checks every result against
-/// the same formula computed here, and the call counter.
+/// Calls a loaded `saxpy` once on 20 elements, checks every result against the same
+/// formula computed here, and checks it returns `count` (its calls so far, this one
+/// included).
 ///
 /// # Safety
 /// `entry` must be the address of a live `saxpy` from [`SAXPY`].
-pub unsafe fn check_saxpy(entry: usize, calls: i32) {
+pub unsafe fn check_saxpy(entry: usize, count: i32) {
     // SAFETY: the caller passes a live `saxpy`.
     let f: SaxpyFn = unsafe { std::mem::transmute(entry) };
     let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.25).collect();
-    for call in 1..=calls {
-        let mut y: Vec<f32> = (0..20).map(|i| (i % 3) as f32 * 0.1).collect();
-        let expect: Vec<f32> = (0..20)
-            .map(|i| 1.5 * x[i] + ((i & 15) + 1) as f32 * y[i].exp())
-            .collect();
-        assert_eq!(f(20, 1.5, x.as_ptr(), y.as_mut_ptr()), call, "call counter");
-        for (got, want) in y.iter().zip(&expect) {
-            assert!((got - want).abs() <= want.abs() * 1e-5, "{got} != {want}");
-        }
+    let mut y: Vec<f32> = (0..20).map(|i| (i % 3) as f32 * 0.1).collect();
+    let expect: Vec<f32> = (0..20)
+        .map(|i| 1.5 * x[i] + ((i & 15) + 1) as f32 * y[i].exp())
+        .collect();
+    assert_eq!(f(20, 1.5, x.as_ptr(), y.as_mut_ptr()), count, "call counter");
+    for (got, want) in y.iter().zip(&expect) {
+        assert!((got - want).abs() <= want.abs() * 1e-5, "{got} != {want}");
     }
 }
 
@@ -105,21 +104,44 @@ pub type LoadError = Box<(elfjit_core::Error, Option<elfjit_os::ArenaError>)>;
 
 /// Links `object` into `arena` and finds global `entry`.
 pub fn load_in(arena: &elfjit_os::Arena, object: &[u8], entry: &str) -> Result<InArena, LoadError> {
-    let mut memory = arena.backend();
-    let mut plan = elfjit_core::Plan::new(&[object], arena.page_size() as u64)
-        .map_err(|e| Box::new((e, None)))?;
-    let image = plan
-        .link(&mut memory, &mut elfjit_os::ProcessResolver)
-        .map_err(|e| Box::new((e, memory.error().copied())))?;
-    let address = image
-        .globals()
-        .find(|g| g.name == entry.as_bytes())
-        .map(|g| g.address as usize)
-        .unwrap_or_else(|| panic!("no {entry}"));
-    Ok(InArena {
-        memory,
-        entry: address,
-    })
+    Loader::new(object).load(arena, entry)
+}
+
+/// Loads one object again and again, reusing one plan: a plan is about 200 KB, and making
+/// a fresh one (zeroing and moving it) costs more than the rest of a small load.
+pub struct Loader<'a> {
+    object: &'a [u8],
+    plan: Box<elfjit_core::Plan<'a>>,
+}
+
+impl<'a> Loader<'a> {
+    pub fn new(object: &'a [u8]) -> Loader<'a> {
+        Loader {
+            object,
+            plan: Box::new(elfjit_core::Plan::empty()),
+        }
+    }
+
+    /// Links the object into `arena` and finds global `entry`.
+    pub fn load(&mut self, arena: &elfjit_os::Arena, entry: &str) -> Result<InArena, LoadError> {
+        let mut memory = arena.backend();
+        self.plan
+            .replan(&[self.object], arena.page_size() as u64)
+            .map_err(|e| Box::new((e, None)))?;
+        let image = self
+            .plan
+            .link(&mut memory, &mut elfjit_os::ProcessResolver)
+            .map_err(|e| Box::new((e, memory.error().copied())))?;
+        let address = image
+            .globals()
+            .find(|g| g.name == entry.as_bytes())
+            .map(|g| g.address as usize)
+            .unwrap_or_else(|| panic!("no {entry}"));
+        Ok(InArena {
+            memory,
+            entry: address,
+        })
+    }
 }
 
 /// What `/proc/self/maps` and `/proc/self/smaps` say about the mappings inside `ranges`.
@@ -204,4 +226,27 @@ pub fn process_rss() -> u64 {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .expect("VmRSS")
         * 1024
+}
+
+/// Divides the scale tests' counts: 1 in release (the full numbers, run by
+/// scripts/test with `--release`), more in debug builds and under qemu, where a load is
+/// tens of times slower.
+pub const SCALE: usize = if !cfg!(debug_assertions) {
+    1
+} else if cfg!(target_arch = "x86_64") {
+    100
+} else {
+    1000
+};
+
+/// A small xorshift generator (the tests need repeatable randomness, not quality).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
 }
