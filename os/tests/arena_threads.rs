@@ -41,7 +41,7 @@ fn hammer(mode: Mode) {
             let (arena, object) = (arena.clone(), object.clone());
             std::thread::spawn(move || {
                 let mut loader = Loader::new(&object);
-                let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ (t as u64 + 1) * 0x9e37_79b9);
+                let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ ((t as u64 + 1) * 0x9e37_79b9));
                 let mut kept: Vec<Option<(InArena, i32)>> = (0..16).map(|_| None).collect();
                 for _ in 0..cycles {
                     let m = loader.load(&arena, "saxpy").expect("load");

@@ -87,7 +87,11 @@ pub unsafe fn check_saxpy(entry: usize, count: i32) {
     let expect: Vec<f32> = (0..20)
         .map(|i| 1.5 * x[i] + ((i & 15) + 1) as f32 * y[i].exp())
         .collect();
-    assert_eq!(f(20, 1.5, x.as_ptr(), y.as_mut_ptr()), count, "call counter");
+    assert_eq!(
+        f(20, 1.5, x.as_ptr(), y.as_mut_ptr()),
+        count,
+        "call counter"
+    );
     for (got, want) in y.iter().zip(&expect) {
         assert!((got - want).abs() <= want.abs() * 1e-5, "{got} != {want}");
     }
