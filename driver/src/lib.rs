@@ -17,6 +17,7 @@ pub mod json;
 pub mod module;
 pub mod parallel;
 pub mod run;
+mod symbols;
 
 pub use args::{ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 pub use batch::Batch;

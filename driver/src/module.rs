@@ -7,20 +7,21 @@
 //! library with `clang -shared` and opens it with `dlopen` instead (see [`crate::fallback`]).
 
 use crate::error::{Error, Result};
+use crate::symbols::{Symbols, SymbolsBuilder};
 use elfjit_core::{Arch, Plan, SegmentKind, SymbolResolver};
 use elfjit_os::{Arena, ArenaBackend, ProcessResolver};
-use std::collections::HashMap;
 
 /// Linked code and data in memory owned by this value; given back to its arena on drop.
 pub struct Module {
     arch: Arch,
     // Kept alive for the addresses below; dropping it frees the image.
     memory: Backing,
-    symbols: HashMap<String, u64>,
-    functions: Vec<String>,
+    symbols: Symbols,
 }
 
-/// What holds a module's code and data.
+/// What holds a module's code and data. (The arena variant is the large one and the one
+/// nearly every module uses: boxing it would cost an allocation per load.)
+#[cfg_attr(feature = "dlopen-fallback", allow(clippy::large_enum_variant))]
 enum Backing {
     /// The in-memory loader's memory, from an arena (kept alive by it).
     #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
@@ -87,19 +88,17 @@ impl Module {
             Ok(Module {
                 arch: host,
                 memory: Backing::Library(loaded.library, loaded.region),
-                symbols: loaded.symbols,
-                functions: loaded.functions,
+                symbols: Symbols::from_map(loaded.symbols, loaded.functions),
             })
         }
         #[cfg(not(feature = "dlopen-fallback"))]
         {
             let mut memory = arena.backend();
-            let (symbols, functions) = link(&mut plan, &mut memory, resolver)?;
+            let symbols = link(&mut plan, &mut memory, resolver)?;
             Ok(Module {
                 arch: host,
                 memory: Backing::Arena(memory),
                 symbols,
-                functions,
             })
         }
     }
@@ -143,11 +142,10 @@ impl Module {
             Ok(backends
                 .into_iter()
                 .zip(linked)
-                .map(|(memory, (symbols, functions))| Module {
+                .map(|(memory, symbols)| Module {
                     arch: host,
                     memory: Backing::Arena(memory),
                     symbols,
-                    functions,
                 })
                 .collect())
         }
@@ -169,12 +167,12 @@ impl Module {
 
     /// The executable address of a defined global symbol.
     pub fn symbol(&self, name: &str) -> Option<*const u8> {
-        self.symbols.get(name).map(|&a| a as usize as *const u8)
+        self.symbols.get(name).map(|a| a as usize as *const u8)
     }
 
     /// The names of the global functions the module defines, in symbol-table order.
     pub fn functions(&self) -> &[String] {
-        &self.functions
+        self.symbols.functions()
     }
 
     /// Where the module's code lies: its code segment's address and length (the shared
@@ -206,15 +204,14 @@ fn check_arch(plan: &Plan<'_>, host: Arch) -> Result<()> {
     Ok(())
 }
 
-/// The in-memory loader: `plan` linked into `memory`; returns the global symbols and the
-/// names of the global functions. An arena failure is reported in full (what ran out, the
-/// size asked for, the limit).
+/// The in-memory loader: `plan` linked into `memory`; returns the global symbols. An arena
+/// failure is reported in full (what ran out, the size asked for, the limit).
 #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
 fn link(
     plan: &mut Plan<'_>,
     memory: &mut ArenaBackend,
     resolver: &mut dyn FnMut(&str) -> Option<u64>,
-) -> Result<(HashMap<String, u64>, Vec<String>)> {
+) -> Result<Symbols> {
     let image = match plan.link(memory, &mut Chain { first: resolver }) {
         Ok(image) => image,
         Err(e @ elfjit_core::Error::Backend(_)) => {
@@ -222,16 +219,11 @@ fn link(
         }
         Err(e) => return Err(Error::Link(e)),
     };
-    let mut symbols = HashMap::new();
-    let mut functions = Vec::new();
+    let mut symbols = SymbolsBuilder::with_capacity(16, 256);
     for global in image.globals() {
-        let Ok(name) = std::str::from_utf8(global.name) else {
-            continue;
-        };
-        if global.is_function {
-            functions.push(name.to_string());
+        if let Ok(name) = std::str::from_utf8(global.name) {
+            symbols.push(name, global.address, global.is_function);
         }
-        symbols.entry(name.to_string()).or_insert(global.address);
     }
-    Ok((symbols, functions))
+    Ok(symbols.finish())
 }

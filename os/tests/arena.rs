@@ -129,23 +129,40 @@ fn many_modules_share_a_few_mappings_and_packed_ones_share_pages() {
 #[test]
 fn unloaded_memory_is_reused() {
     for arena in both() {
-        let first = load(&arena);
-        let code = first.memory.segment(SegmentKind::Code).expect("code").0;
-        drop(first);
-        let stats = arena.stats();
-        assert_eq!((stats.modules, stats.held), (0, 0));
-        assert!(
-            stats.pooled > 0 || arena.mode() == Mode::Packed,
-            "{stats:?}"
-        );
-        let second = load(&arena);
-        assert_eq!(
-            second.memory.segment(SegmentKind::Code).expect("code").0,
-            code
-        );
-        for count in 1..=2 {
-            // SAFETY: a live saxpy; its counter starts at zero again.
-            unsafe { check_saxpy(second.entry, count) };
+        let cycles = 96;
+        let mut code_pages = std::collections::BTreeSet::new();
+        let mut protects_late = 0;
+        for cycle in 0..cycles {
+            let before = arena.stats().protect_calls;
+            let m = load(&arena);
+            let code = m.memory.segment(SegmentKind::Code).expect("code").0;
+            code_pages.insert(code / arena.page_size());
+            // SAFETY: a live saxpy; a reused slot's counter starts at zero again.
+            unsafe { check_saxpy(m.entry, 1) };
+            drop(m);
+            let stats = arena.stats();
+            assert_eq!((stats.modules, stats.held), (0, 0));
+            if cycle >= cycles / 2 {
+                protects_late += stats.protect_calls - before;
+            }
+        }
+        let late = (cycles / 2) as u64;
+        match arena.mode() {
+            // One packed slot, used again and again.
+            Mode::Packed => {
+                assert_eq!(code_pages.len(), 1);
+                assert_eq!(protects_late, 0);
+            }
+            // Freed pages collect in the dirty pool and are made writable sixteen at a
+            // time: a warm load pays one mprotect per class to publish, not two.
+            Mode::PageGranular => {
+                assert!(code_pages.len() <= 17, "{} code pages", code_pages.len());
+                assert!(arena.stats().pooled > 0);
+                assert!(
+                    protects_late <= late * 2 + late / 8 + 4,
+                    "{protects_late} mprotects in {late} warm cycles"
+                );
+            }
         }
     }
 }
@@ -274,17 +291,20 @@ fn a_batch_publishes_with_one_protect_per_class() {
         drop(odd);
         drop(singles);
         assert_eq!(arena.stats().modules, 0);
-        // Back to one mapping per region: the pages written are merged again. (qemu-user
-        // builds /proc/self/maps from its own page table and may merge further.)
+        // The pages written are merged into their region's mapping again, except stretches
+        // of freed pages already made writable for the next loads (at most 32 per class).
         let vmas = maps(&arena.regions()).vmas;
         let expect = arena.stats().chunks as u64 * vmas_per_chunk(&arena);
-        if cfg!(target_arch = "x86_64") {
-            assert_eq!(vmas, expect);
-        } else {
-            assert!(vmas <= expect, "{vmas} > {expect}");
-        }
+        assert!(
+            vmas <= expect + READY_MAPPINGS,
+            "{vmas} > {expect} + {READY_MAPPINGS}"
+        );
     }
 }
+
+/// Mappings a chunk's ready pool may add: up to 32 writable stretches in each of the code
+/// and read-only regions, each splitting its region's mapping.
+const READY_MAPPINGS: u64 = 2 * 2 * 32;
 
 fn vmas_per_chunk(arena: &Arena) -> u64 {
     match arena.mode() {

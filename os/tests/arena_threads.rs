@@ -72,10 +72,15 @@ fn hammer(mode: Mode) {
     assert!(samples >= 10, "only {samples} samples");
     let stats = arena.stats();
     assert_eq!((stats.modules, stats.held), (0, 0), "{stats:?}");
-    assert_eq!(
-        maps(&arena.regions()).vmas,
-        stats.chunks as u64 * if mode == Mode::Packed { 4 } else { 3 }
-    );
+    // One mapping per region, plus (page-granular) up to 32 writable stretches of freed
+    // pages in each of the code and read-only regions.
+    let per_chunk = if mode == Mode::Packed {
+        4
+    } else {
+        3 + 2 * 2 * 32
+    };
+    let vmas = maps(&arena.regions()).vmas;
+    assert!(vmas <= stats.chunks as u64 * per_chunk, "{vmas} mappings");
 }
 
 #[test]

@@ -128,6 +128,9 @@ impl Chunk {
         // On error, dropping `chunk` unmaps the whole reservation.
         match mode {
             Mode::PageGranular => {
+                let [code, ro, _] = &mut chunk.regions;
+                code.runs.set_dirty_last();
+                ro.runs.set_dirty_last();
                 for region in &chunk.regions {
                     // SAFETY: each region lies in the reservation just made; nothing uses it.
                     unsafe { sys::protect(region.writer, region.bytes, region.rest) }

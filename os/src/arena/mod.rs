@@ -174,8 +174,17 @@ impl Placed {
     fn stale(&self) -> bool {
         match self.piece {
             Piece::Empty => false,
-            Piece::Pages(run) => run.source == pages::Source::Pool,
+            Piece::Pages(run) => run.source != pages::Source::Fresh,
             Piece::Slot(slot) => slot.stale,
+        }
+    }
+
+    /// The pages to make writable before this segment is written (`None` if it is a slot
+    /// or came from the ready pool, which is writable already).
+    fn pages_to_open(&self, page: usize) -> Option<(usize, usize)> {
+        match self.piece {
+            Piece::Pages(run) if run.source == pages::Source::Ready => None,
+            _ => self.pages(page),
         }
     }
 }
@@ -632,7 +641,7 @@ impl Shared {
             for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
                 let mut ranges: Vec<(usize, usize)> = allocations
                     .iter()
-                    .filter_map(|a| a.segment(kind).pages(page))
+                    .filter_map(|a| a.segment(kind).pages_to_open(page))
                     .collect();
                 coalesce(&mut ranges);
                 for (addr, len) in ranges {
@@ -707,12 +716,14 @@ impl Shared {
         }
         let mut segments = allocation.segments;
         if undo && self.config.mode == Mode::PageGranular {
-            // Back to the resting protection, so the region is one mapping again.
+            // Back to the protection the pages had: their region's resting one (so the
+            // region is one mapping again), or writable for a ready run.
             for (kind, seg) in SegmentKind::ALL.iter().zip(&mut segments) {
-                let prot = match kind {
-                    SegmentKind::Code => Prot::ReadExecute,
-                    SegmentKind::ReadOnly => Prot::Read,
-                    SegmentKind::Data => continue,
+                let prot = match (kind, seg.piece) {
+                    (SegmentKind::Data, _) => continue,
+                    (_, Piece::Pages(run)) if run.source == pages::Source::Ready => Prot::ReadWrite,
+                    (SegmentKind::Code, _) => Prot::ReadExecute,
+                    (_, _) => Prot::Read,
                 };
                 if let Some((addr, len)) = seg.pages(page) {
                     // SAFETY: our own pages; the backend that wrote them is gone.
@@ -781,6 +792,69 @@ impl Shared {
                 stats.chunks -= 1;
                 stats.reserved -= chunk.span().1 as u64;
             }
+        }
+        if undo || self.config.mode != Mode::PageGranular {
+            return;
+        }
+        // Enough neighbouring dirty runs: make them writable together, outside the lock
+        // (they belong to no one meanwhile).
+        let Some(chunk) = chunks.get_mut(allocation.chunk) else {
+            return;
+        };
+        let mut batch: Vec<(usize, Vec<Run>)> = Vec::new();
+        for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
+            if let Some(region) = chunk.regions.get_mut(kind.index()) {
+                if let Some(runs) = region.runs.take_recyclable() {
+                    batch.push((kind.index(), runs));
+                }
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let writers: Vec<usize> = batch
+            .iter()
+            .map(|(k, _)| chunk.regions.get(*k).map_or(0, |r| r.writer))
+            .collect();
+        drop(state);
+        let mut opened: Vec<(usize, Run, bool)> = Vec::new();
+        for ((k, runs), writer) in batch.into_iter().zip(writers) {
+            let mut ranges: Vec<(usize, usize)> = runs
+                .iter()
+                .map(|r| (writer + r.start as usize * page, r.count as usize * page))
+                .collect();
+            coalesce(&mut ranges);
+            let failed: Vec<(usize, usize)> = ranges
+                .into_iter()
+                .filter(|&(addr, len)| {
+                    // SAFETY: pool pages of our region, taken out of the pool above, so no
+                    // one else can be handed them until they are put back below.
+                    unsafe { self.protect(addr, len, Prot::ReadWrite) }.is_err()
+                })
+                .collect();
+            for run in runs {
+                let addr = writer + run.start as usize * page;
+                let ok = !failed.iter().any(|&(a, l)| a <= addr && addr < a + l);
+                opened.push((k, run, ok));
+            }
+        }
+        // Highest address first onto the stack, so loads take the lowest first: its
+        // publish extends the mapping below instead of splitting the stretch.
+        opened.sort_unstable_by_key(|&(k, run, _)| (k, std::cmp::Reverse(run.start)));
+        let mut state = self.lock();
+        let State { chunks, stats } = &mut *state;
+        if let Some(chunk) = chunks.get_mut(allocation.chunk) {
+            for (k, run, ok) in opened {
+                if let Some(region) = chunk.regions.get_mut(k) {
+                    if ok {
+                        region.runs.put_ready(run);
+                    } else {
+                        // Still at its final protection: back to the dirty pool.
+                        region.runs.give_back(run, true, true);
+                    }
+                }
+            }
+            stats.pooled = chunks.iter().map(|c| pooled_bytes(c, page)).sum();
         }
     }
 }
