@@ -28,12 +28,15 @@ impl fmt::Display for Resource {
 /// Why the arena could not provide or publish memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArenaError {
-    /// A limit was reached: `resource` ran out while `requested` bytes were asked for;
-    /// `limit` is that limit in its unit (bytes, or mappings for [`Resource::MapCount`]),
-    /// 0 if unknown; `errno` is the OS error, 0 if none.
+    /// A limit was reached: `resource` ran out while a module asked for `requested` bytes
+    /// (its segments' sizes) and the arena was reserving or protecting `reserving` bytes
+    /// for it (a new chunk, or the module's pages; 0 if nothing was reserved); `limit` is
+    /// that limit in its unit (bytes, or mappings for [`Resource::MapCount`]), 0 if
+    /// unknown; `errno` is the OS error, 0 if none.
     Exhausted {
         resource: Resource,
         requested: u64,
+        reserving: u64,
         limit: u64,
         errno: i32,
     },
@@ -61,6 +64,7 @@ impl fmt::Display for ArenaError {
             ArenaError::Exhausted {
                 resource,
                 requested,
+                reserving,
                 limit,
                 errno,
             } => {
@@ -68,9 +72,12 @@ impl fmt::Display for ArenaError {
                     f,
                     "code arena: {resource} is exhausted asking for {requested} bytes"
                 )?;
+                if reserving != 0 {
+                    write!(f, " (while mapping {reserving} bytes for them)")?;
+                }
                 match resource {
-                    Resource::MapCount if limit != 0 => write!(f, " (limit {limit} mappings)")?,
-                    _ if limit != 0 => write!(f, " (limit {limit} bytes)")?,
+                    Resource::MapCount if limit != 0 => write!(f, "; limit {limit} mappings")?,
+                    _ if limit != 0 => write!(f, "; limit {limit} bytes")?,
                     _ => {}
                 }
                 if errno != 0 {
@@ -131,15 +138,34 @@ impl From<ArenaError> for BackendError {
     }
 }
 
-/// Classifies a failed `mmap`/`mprotect` of `requested` bytes: `ENOMEM` is the map count
-/// when the process is at `vm.max_map_count`, otherwise the address space.
-pub(crate) fn classify(op: &'static str, requested: u64, errno: i32) -> ArenaError {
+impl ArenaError {
+    /// This error, for a module that asked for `requested` bytes.
+    pub(crate) fn for_request(self, requested: u64) -> ArenaError {
+        match self {
+            ArenaError::Exhausted {
+                resource,
+                requested: reserving,
+                limit,
+                errno,
+                ..
+            } => ArenaError::Exhausted {
+                resource,
+                requested,
+                reserving,
+                limit,
+                errno,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Classifies a failed `mmap`/`mprotect` of `size` bytes: `ENOMEM` is the map count when
+/// the process is at `vm.max_map_count`, otherwise the address space. (The caller names
+/// the module's request with [`ArenaError::for_request`].)
+pub(crate) fn classify(op: &'static str, size: u64, errno: i32) -> ArenaError {
     if errno != libc::ENOMEM {
-        return ArenaError::Os {
-            op,
-            size: requested,
-            errno,
-        };
+        return ArenaError::Os { op, size, errno };
     }
     let max = super::sys::max_map_count();
     let now = super::sys::map_count();
@@ -148,7 +174,8 @@ pub(crate) fn classify(op: &'static str, requested: u64, errno: i32) -> ArenaErr
         if now + 4 >= max {
             return ArenaError::Exhausted {
                 resource: Resource::MapCount,
-                requested,
+                requested: size,
+                reserving: size,
                 limit: max,
                 errno,
             };
@@ -156,7 +183,8 @@ pub(crate) fn classify(op: &'static str, requested: u64, errno: i32) -> ArenaErr
     }
     ArenaError::Exhausted {
         resource: Resource::AddressSpace,
-        requested,
+        requested: size,
+        reserving: size,
         limit: super::sys::address_space_limit().unwrap_or(0),
         errno,
     }

@@ -203,6 +203,16 @@ impl Allocation {
     fn segment(&self, kind: SegmentKind) -> &Placed {
         self.segments.get(kind.index()).unwrap_or(&EMPTY)
     }
+
+    /// Bytes its segments asked for.
+    fn requested(&self) -> u64 {
+        self.segments.iter().map(|s| s.size as u64).sum()
+    }
+}
+
+/// Bytes `allocations` asked for.
+fn requested(allocations: &[Allocation]) -> u64 {
+    allocations.iter().map(Allocation::requested).sum()
 }
 
 /// A segment request: bytes and alignment.
@@ -495,11 +505,13 @@ impl Shared {
             return Err(ArenaError::Exhausted {
                 resource: Resource::ArenaLimit,
                 requested: total(reqs),
+                reserving: len as u64,
                 limit: self.config.max_reserved as u64,
                 errno: 0,
             });
         }
-        let chunk = Chunk::new(self.config.mode, bytes, align, self.page)?;
+        let chunk = Chunk::new(self.config.mode, bytes, align, self.page)
+            .map_err(|e| e.for_request(total(reqs)))?;
         let protects = match self.config.mode {
             Mode::PageGranular => 3,
             Mode::Packed => 1,
@@ -647,8 +659,10 @@ impl Shared {
                 for (addr, len) in ranges {
                     // SAFETY: the pages belong to these allocations, which nothing else
                     // uses yet; no reference into them exists.
-                    unsafe { self.protect(addr, len, Prot::ReadWrite) }
-                        .map_err(|e| error::classify("make pages writable", len as u64, e))?;
+                    unsafe { self.protect(addr, len, Prot::ReadWrite) }.map_err(|e| {
+                        error::classify("make pages writable", len as u64, e)
+                            .for_request(requested(allocations))
+                    })?;
                 }
             }
         }
@@ -684,8 +698,10 @@ impl Shared {
                 for (addr, len) in ranges {
                     // SAFETY: the pages belong to these allocations; their backends are
                     // sealed, so no writable slice into them exists any more.
-                    unsafe { self.protect(addr, len, prot) }
-                        .map_err(|e| error::classify("protect published pages", len as u64, e))?;
+                    unsafe { self.protect(addr, len, prot) }.map_err(|e| {
+                        error::classify("protect published pages", len as u64, e)
+                            .for_request(allocations.iter().map(|a| a.requested()).sum())
+                    })?;
                 }
             }
         }
