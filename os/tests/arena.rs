@@ -15,8 +15,12 @@ fn saxpy() -> &'static [u8] {
     OBJECT.get_or_init(|| compile(SAXPY, "-O2"))
 }
 
-fn both() -> [Arena; 2] {
-    [Arena::new(), Arena::packed().expect("packed arena (memfd)")]
+/// A page-granular and (where the system runs it) a packed arena.
+fn both() -> Vec<Arena> {
+    [Mode::PageGranular, Mode::Packed]
+        .into_iter()
+        .filter_map(|m| common::arena(ArenaConfig::new(m)))
+        .collect()
 }
 
 fn load(arena: &Arena) -> InArena {
@@ -180,7 +184,9 @@ fn a_load_that_fails_halfway_leaves_the_arena_as_it_was() {
     for mode in [Mode::PageGranular, Mode::Packed] {
         let config = ArenaConfig::new(mode);
         // Failing on an arena with no chunk yet: the chunk made for it goes again.
-        let empty = Arena::with_config(config).expect("arena");
+        let Some(empty) = common::arena(config) else {
+            continue;
+        };
         let Err(e) = load_in(&empty, &bad, "f") else {
             panic!("loaded with an undefined symbol");
         };
@@ -190,8 +196,9 @@ fn a_load_that_fails_halfway_leaves_the_arena_as_it_was() {
 
         // Failing next to a live module: same statistics and mappings after, and the next
         // load lands where it would have without the failure.
-        let arena = Arena::with_config(config).expect("arena");
-        let witness = Arena::with_config(config).expect("arena");
+        let (Some(arena), Some(witness)) = (common::arena(config), common::arena(config)) else {
+            continue;
+        };
         let live = load(&arena);
         let live_witness = load(&witness);
         let before = (
@@ -324,7 +331,9 @@ fn exhausting_the_arena_limit_is_a_typed_error_and_recoverable() {
             },
             ..ArenaConfig::new(mode)
         };
-        let arena = Arena::with_config(config).expect("arena");
+        let Some(arena) = common::arena(config) else {
+            continue;
+        };
         let mut live = Vec::new();
         let error = loop {
             match load_in(&arena, saxpy(), "saxpy") {
@@ -375,7 +384,9 @@ fn segments_aligned_beyond_a_page_and_larger_than_a_region_are_placed() {
             class_bytes: 2 << 20,
             ..ArenaConfig::new(mode)
         };
-        let arena = Arena::with_config(config).expect("arena");
+        let Some(arena) = common::arena(config) else {
+            continue;
+        };
         let m = load_in(&arena, &object, "probe").expect("load");
         // SAFETY: matches `long probe(int)`.
         let probe: extern "C" fn(i32) -> i64 = unsafe { std::mem::transmute(m.entry) };
@@ -388,7 +399,9 @@ fn segments_aligned_beyond_a_page_and_larger_than_a_region_are_placed() {
 
 #[test]
 fn a_packed_arena_refuses_loads_in_a_forked_child_and_its_code_still_runs() {
-    let arena = Arena::packed().expect("packed");
+    let Some(arena) = common::arena(ArenaConfig::new(Mode::Packed)) else {
+        return;
+    };
     let m = load(&arena);
     // SAFETY: fork in a test: the child only uses this test's arena (whose lock no other
     // thread holds), calls a kernel and exits without unwinding.

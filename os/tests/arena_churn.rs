@@ -7,7 +7,7 @@
 mod common;
 
 use common::{check_saxpy, compile, process_rss, smaps, InArena, Loader, Rng, SAXPY, SCALE};
-use elfjit_os::{Arena, ArenaConfig, Mode};
+use elfjit_os::{ArenaConfig, Mode};
 use std::time::Instant;
 
 fn churn(mode: Mode) {
@@ -16,7 +16,9 @@ fn churn(mode: Mode) {
     let warm_up = cycles / 5;
     let object = compile(SAXPY, "-O2");
     let mut loader = Loader::new(&object);
-    let arena = Arena::with_config(ArenaConfig::new(mode)).expect("arena");
+    let Some(arena) = common::arena(ArenaConfig::new(mode)) else {
+        return;
+    };
     let mut live: Vec<Option<InArena>> = (0..slots).map(|_| None).collect();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     // (arena resident bytes, process resident bytes, arena mappings) after warm-up.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{check_saxpy, compile, maps, InArena, Loader, Rng, SAXPY, SCALE};
-use elfjit_os::{Arena, ArenaConfig, Mode};
+use elfjit_os::{ArenaConfig, Mode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,7 +14,9 @@ const THREADS: usize = 8;
 fn hammer(mode: Mode) {
     let cycles = 20_000 / SCALE.min(100);
     let object: Arc<Vec<u8>> = Arc::new(compile(SAXPY, "-O2"));
-    let arena = Arena::with_config(ArenaConfig::new(mode)).expect("arena");
+    let Some(arena) = common::arena(ArenaConfig::new(mode)) else {
+        return;
+    };
     let done = Arc::new(AtomicBool::new(false));
     let samples = Arc::new(AtomicU64::new(0));
     let sampler = {

@@ -85,6 +85,10 @@ impl fmt::Display for ArenaError {
                 }
                 Ok(())
             }
+            ArenaError::PackedUnavailable { step, errno: 0 } => write!(
+                f,
+                "code arena: packed mode is unavailable: {step}; use a page-granular arena"
+            ),
             ArenaError::PackedUnavailable { step, errno } => write!(
                 f,
                 "code arena: packed mode needs an executable memfd mapped twice, and {step} \

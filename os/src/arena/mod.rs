@@ -37,6 +37,7 @@ mod backend;
 mod chunk;
 mod error;
 mod pages;
+mod probe;
 mod slab;
 mod sys;
 
@@ -174,8 +175,10 @@ impl Placed {
     fn stale(&self) -> bool {
         match self.piece {
             Piece::Empty => false,
-            Piece::Pages(run) => run.source != pages::Source::Fresh,
-            Piece::Slot(slot) => slot.stale,
+            Piece::Pages(run) => {
+                run.source != pages::Source::Fresh || !sys::released_pages_read_zero()
+            }
+            Piece::Slot(slot) => slot.stale || !sys::released_pages_read_zero(),
         }
     }
 
@@ -269,13 +272,15 @@ impl Arena {
 
     /// A packed arena with the default sizes; fails with
     /// [`ArenaError::PackedUnavailable`] where an executable memfd cannot be mapped twice
-    /// (no memfd, `vm.memfd_noexec`, a policy refusing executable shared mappings).
+    /// (no memfd, `vm.memfd_noexec`, a policy refusing executable shared mappings) or where
+    /// code rewritten through the writable view does not run (qemu-user).
     pub fn packed() -> Result<Arena, ArenaError> {
         Arena::with_config(ArenaConfig::new(Mode::Packed))
     }
 
     /// An arena sized by `config`. A packed arena checks at once that its memory can be
-    /// mapped (one small probe chunk, unmapped again).
+    /// mapped and that code rewritten through the writable view runs (one small probe
+    /// chunk, unmapped again).
     pub fn with_config(config: ArenaConfig) -> Result<Arena, ArenaError> {
         if config.class_bytes == 0 || config.class_bytes > 512 << 20 {
             return Err(ArenaError::BadRequest {
@@ -285,13 +290,9 @@ impl Arena {
         }
         let arena = Arena::build(config);
         if config.mode == Mode::Packed {
-            let probe = [REGION_ALIGN; 3];
-            drop(Chunk::new(
-                Mode::Packed,
-                probe,
-                REGION_ALIGN,
-                arena.shared.page,
-            )?);
+            let size = [REGION_ALIGN; 3];
+            let probe = Chunk::new(Mode::Packed, size, REGION_ALIGN, arena.shared.page)?;
+            probe::check_aliased_code(&probe)?;
         }
         Ok(arena)
     }

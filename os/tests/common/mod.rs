@@ -254,3 +254,20 @@ impl Rng {
         (self.0 % n as u64) as usize
     }
 }
+
+/// An arena of `config`, or `None` for a packed one where the system cannot run code
+/// rewritten through a second mapping: qemu-user, which caches its translation of guest
+/// code per page (so foreign-architecture runs test page-granular arenas only). The
+/// refusal must say so; natively on x86_64 a packed arena must be available.
+pub fn arena(config: elfjit_os::ArenaConfig) -> Option<elfjit_os::Arena> {
+    match elfjit_os::Arena::with_config(config) {
+        Ok(arena) => Some(arena),
+        Err(elfjit_os::ArenaError::PackedUnavailable { step, errno: 0 })
+            if !cfg!(target_arch = "x86_64") && step.contains("qemu-user") =>
+        {
+            eprintln!("packed arena unavailable here: {step}");
+            None
+        }
+        Err(e) => panic!("arena {config:?}: {e}"),
+    }
+}
