@@ -1,6 +1,6 @@
 //! Bit and byte helpers shared by every architecture: field extraction, sign extension,
-//! range checks, and little-endian reads/writes that report short buffers instead of
-//! panicking.
+//! the signed-field test, and little-endian reads/writes that report short buffers instead
+//! of panicking. (Relocation range checks are [`crate::error::Range`]s, in `arch::reloc`.)
 
 /// Bits `hi..=lo` of `v`, shifted down to bit 0. `hi` must be < 64 and >= `lo`.
 #[inline]
@@ -40,31 +40,6 @@ pub const fn fits_signed(v: i128, width: u32) -> bool {
     v >= -half && v < half
 }
 
-/// Whether `v` fits an unsigned field of `width` bits.
-#[inline]
-pub const fn fits_unsigned(v: i128, width: u32) -> bool {
-    if width > 126 {
-        return v >= 0;
-    }
-    v >= 0 && v < (1i128 << width)
-}
-
-/// Whether `v` fits `width` bits either as signed or as unsigned: the check for plain data
-/// relocations (R_*_32, R_*_16) whose consumer may read the field either way.
-#[inline]
-pub const fn fits_either(v: i128, width: u32) -> bool {
-    if width == 0 || width > 126 {
-        return width > 126 || v == 0;
-    }
-    v >= -(1i128 << (width - 1)) && v < (1i128 << width)
-}
-
-/// Whether `v` is a multiple of `align` (a power of two).
-#[inline]
-pub const fn is_aligned(v: i128, align: u64) -> bool {
-    v & (align as i128 - 1) == 0
-}
-
 /// `word` with bits `hi..=lo` replaced by the low bits of `value` (other bits untouched).
 #[inline]
 pub const fn insert(word: u32, value: u64, hi: u32, lo: u32) -> u32 {
@@ -78,13 +53,6 @@ pub const fn insert(word: u32, value: u64, hi: u32, lo: u32) -> u32 {
 #[inline]
 pub const fn hi20(v: i128) -> i128 {
     (v + 0x800) >> 12
-}
-
-/// The "high adjusted" 16 bits (Power `@ha`): `(v + 0x8000) >> 16`, so that
-/// `(ha << 16) + sign_extend(lo16, 16) == v`.
-#[inline]
-pub const fn ha16(v: i128) -> i128 {
-    (v + 0x8000) >> 16
 }
 
 /// Reads `N` little-endian bytes at the start of `buf`.
@@ -118,12 +86,6 @@ pub fn read_u32(buf: &[u8]) -> Option<u32> {
 #[inline]
 pub fn read_u64(buf: &[u8]) -> Option<u64> {
     read::<8>(buf).map(u64::from_le_bytes)
-}
-
-/// Writes a byte.
-#[inline]
-pub fn write_u8(buf: &mut [u8], v: u8) -> Option<()> {
-    write(buf, &[v])
 }
 
 /// Writes a little-endian u16.
@@ -174,12 +136,6 @@ mod tests {
         assert!(fits_signed(i32::MIN as i128, 32));
         assert!(!fits_signed(i32::MAX as i128 + 1, 32));
         assert!(!fits_signed(i32::MIN as i128 - 1, 32));
-        assert!(fits_unsigned(u32::MAX as i128, 32));
-        assert!(!fits_unsigned(u32::MAX as i128 + 1, 32));
-        assert!(!fits_unsigned(-1, 32));
-        assert!(fits_either(-1, 32));
-        assert!(fits_either(u32::MAX as i128, 32));
-        assert!(!fits_either(i32::MIN as i128 - 1, 32));
     }
 
     #[test]
@@ -195,13 +151,9 @@ mod tests {
         ] {
             let lo = sign_extend((v & 0xfff) as u64, 12) as i128;
             assert_eq!((hi20(v) << 12) + lo, v);
-            let lo16 = sign_extend((v & 0xffff) as u64, 16) as i128;
-            assert_eq!((ha16(v) << 16) + lo16, v);
         }
         assert_eq!(insert(0xffff_ffff, 0, 15, 8), 0xffff_00ff);
         assert_eq!(insert(0, 0x1ff, 15, 8), 0x0000_ff00);
-        assert!(is_aligned(-8, 4));
-        assert!(!is_aligned(6, 4));
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! bytes is checked here, so the planner and linker work on values known to be in bounds.
 
 use crate::arch::Arch;
-use crate::error::{Error, Name, Result};
-use object::elf::{self, FileHeader64, Rela64, SectionHeader64, Sym64};
+use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
+use object::elf::{
+    self, FileFlags, FileHeader64, Rela64, RelocationType, SectionFlags, SectionHeader64,
+    SectionType, Sym64, SymbolBind, SymbolSection, SymbolType,
+};
 use object::pod;
 use object::LittleEndian as LE;
 
@@ -24,7 +27,7 @@ pub struct Object<'a> {
 pub struct Rela {
     pub offset: u64,
     pub symbol: u32,
-    pub r_type: u32,
+    pub r_type: RelocationType,
     pub addend: i64,
 }
 
@@ -34,9 +37,10 @@ pub struct Symbol<'a> {
     pub name: &'a [u8],
     pub value: u64,
     pub size: u64,
-    pub shndx: u16,
-    pub bind: u8,
-    pub kind: u8,
+    pub shndx: SymbolSection,
+    pub bind: SymbolBind,
+    pub kind: SymbolType,
+    /// `st_other` (ppc64le keeps the local entry point offset in it).
     pub other: u8,
 }
 
@@ -56,8 +60,8 @@ impl Symbol<'_> {
 #[derive(Clone, Copy, Debug)]
 pub struct Section<'a> {
     pub name: &'a [u8],
-    pub kind: u32,
-    pub flags: u64,
+    pub kind: SectionType,
+    pub flags: SectionFlags,
     pub size: u64,
     pub align: u64,
     pub link: u32,
@@ -69,67 +73,94 @@ pub struct Section<'a> {
 impl Section<'_> {
     /// Occupies memory at run time.
     pub fn is_alloc(&self) -> bool {
-        self.flags & u64::from(elf::SHF_ALLOC) != 0
+        self.flags.contains(elf::SHF_ALLOC)
     }
 }
 
-fn malformed(what: &'static str, at: u64) -> Error {
+fn malformed(what: &'static str, at: Location) -> Error {
     Error::Malformed { what, at }
 }
 
-/// The NUL-terminated string at `offset` in a string table.
-fn string_at(table: &[u8], offset: u32) -> Result<&[u8]> {
+/// Section header `index`, as a location.
+fn section_at(index: usize) -> Location {
+    Location::Section(u32::try_from(index).unwrap_or(u32::MAX))
+}
+
+/// Symbol `index`, as a location.
+fn symbol_at(index: usize) -> Location {
+    Location::Symbol(u32::try_from(index).unwrap_or(u32::MAX))
+}
+
+/// The NUL-terminated string at `offset` in a string table; `at` is the header or symbol
+/// whose name it is.
+fn string_at(table: &[u8], offset: u32, at: Location) -> Result<&[u8]> {
     let tail = table
         .get(offset as usize..)
-        .ok_or(malformed("string index past its table", u64::from(offset)))?;
+        .ok_or(malformed("name past its string table", at))?;
     let end = tail
         .iter()
         .position(|&b| b == 0)
-        .ok_or(malformed("unterminated string", u64::from(offset)))?;
-    tail.get(..end)
-        .ok_or(malformed("string", u64::from(offset)))
+        .ok_or(malformed("unterminated name", at))?;
+    tail.get(..end).ok_or(malformed("name", at))
 }
 
-/// The bytes of `[offset, offset + size)` in `data`.
-fn range<'d>(data: &'d [u8], offset: u64, size: u64, what: &'static str) -> Result<&'d [u8]> {
-    let end = offset.checked_add(size).ok_or(malformed(what, offset))?;
-    let start = usize::try_from(offset).map_err(|_| malformed(what, offset))?;
-    let end = usize::try_from(end).map_err(|_| malformed(what, offset))?;
-    data.get(start..end).ok_or(malformed(what, offset))
+/// The bytes of `[offset, offset + size)` in `data`; `at` is what they belong to.
+fn range<'d>(
+    data: &'d [u8],
+    offset: u64,
+    size: u64,
+    what: &'static str,
+    at: Location,
+) -> Result<&'d [u8]> {
+    let end = offset.checked_add(size).ok_or(malformed(what, at))?;
+    let start = usize::try_from(offset).map_err(|_| malformed(what, at))?;
+    let end = usize::try_from(end).map_err(|_| malformed(what, at))?;
+    data.get(start..end).ok_or(malformed(what, at))
 }
 
 impl<'a> Object<'a> {
     /// Parses and validates `data` as an ELF64 little-endian relocatable object.
     pub fn parse(data: &'a [u8]) -> Result<Object<'a>> {
-        let (header, _) = pod::from_bytes::<FileHeader64<LE>>(data)
-            .map_err(|()| malformed("shorter than an ELF64 header", data.len() as u64))?;
+        let (header, _) = pod::from_bytes::<FileHeader64<LE>>(data).map_err(|()| {
+            malformed(
+                "shorter than an ELF64 header",
+                Location::File {
+                    len: data.len() as u64,
+                },
+            )
+        })?;
         let ident = &header.e_ident;
         if ident.magic != elf::ELFMAG {
-            return Err(malformed("not an ELF file (bad magic)", 0));
+            return Err(malformed(
+                "not an ELF file (bad magic)",
+                Location::FileOffset(0),
+            ));
         }
         if ident.class != elf::ELFCLASS64 {
             return Err(Error::NotSupported {
                 what: "ELF class (elfjit loads 64-bit objects)",
-                value: u64::from(ident.class),
+                value: u64::from(ident.class.0),
             });
         }
         if ident.data != elf::ELFDATA2LSB {
             return Err(Error::NotSupported {
                 what: "byte order (elfjit loads little-endian objects)",
-                value: u64::from(ident.data),
+                value: u64::from(ident.data.0),
             });
         }
         if ident.version != elf::EV_CURRENT {
             return Err(malformed(
                 "ELF identification version",
-                u64::from(ident.version),
+                Location::Header {
+                    value: u64::from(ident.version.0),
+                },
             ));
         }
         let e_type = header.e_type.get(LE);
         if e_type != elf::ET_REL {
             return Err(Error::NotSupported {
                 what: "object type (elfjit loads relocatable objects, ET_REL)",
-                value: u64::from(e_type),
+                value: u64::from(e_type.0),
             });
         }
         let machine = header.e_machine.get(LE);
@@ -139,19 +170,24 @@ impl<'a> Object<'a> {
             elf::EM_RISCV => Arch::Riscv64,
             elf::EM_LOONGARCH => Arch::Loongarch64,
             elf::EM_PPC64 => Arch::Ppc64le,
-            _ => return Err(Error::UnsupportedMachine { machine }),
+            _ => return Err(Error::UnsupportedMachine { machine: machine.0 }),
         };
 
         let shoff = header.e_shoff.get(LE);
         let shnum = header.e_shnum.get(LE);
         if shnum == 0 {
             // Zero means "no sections" or extended numbering; neither can be a kernel.
-            return Err(malformed("no section headers", shoff));
+            return Err(malformed(
+                "no section headers",
+                Location::Header { value: shoff },
+            ));
         }
         if usize::from(header.e_shentsize.get(LE)) != core::mem::size_of::<SectionHeader64<LE>>() {
             return Err(malformed(
                 "section header size",
-                u64::from(header.e_shentsize.get(LE)),
+                Location::Header {
+                    value: u64::from(header.e_shentsize.get(LE)),
+                },
             ));
         }
         let table = range(
@@ -159,13 +195,19 @@ impl<'a> Object<'a> {
             shoff,
             u64::from(shnum) * core::mem::size_of::<SectionHeader64<LE>>() as u64,
             "section header table past the end of the file",
+            Location::FileOffset(shoff),
         )?;
         let (sections, _) = pod::slice_from_bytes::<SectionHeader64<LE>>(table, usize::from(shnum))
-            .map_err(|()| malformed("section header table", shoff))?;
+            .map_err(|()| malformed("section header table", Location::FileOffset(shoff)))?;
 
         let shstrndx = header.e_shstrndx.get(LE);
-        if shstrndx == elf::SHN_XINDEX || usize::from(shstrndx) >= sections.len() {
-            return Err(malformed("section name table index", u64::from(shstrndx)));
+        if shstrndx == elf::SHN_XINDEX || usize::from(shstrndx.0) >= sections.len() {
+            return Err(malformed(
+                "section name table index",
+                Location::Header {
+                    value: u64::from(shstrndx.0),
+                },
+            ));
         }
         let mut object = Object {
             data,
@@ -176,60 +218,76 @@ impl<'a> Object<'a> {
             symbol_names: &[],
             symtab_index: 0,
         };
-        let names = object.section_header(usize::from(shstrndx))?;
+        let names_index = usize::from(shstrndx.0);
+        let names = object.section_header(names_index)?;
         if names.sh_type.get(LE) != elf::SHT_STRTAB {
             return Err(malformed(
                 "section name table is not a string table",
-                u64::from(shstrndx),
+                section_at(names_index),
             ));
         }
-        object.section_names = object.section_bytes(names)?;
+        object.section_names = object.section_bytes(names, names_index)?;
 
         // Every section's name and file range must be sound, loaded or not.
         for (index, sh) in sections.iter().enumerate() {
-            string_at(object.section_names, sh.sh_name.get(LE))?;
+            string_at(object.section_names, sh.sh_name.get(LE), section_at(index))?;
             let kind = sh.sh_type.get(LE);
             if kind != elf::SHT_NOBITS && kind != elf::SHT_NULL {
-                object.section_bytes(sh)?;
+                object.section_bytes(sh, index)?;
             }
             let align = sh.sh_addralign.get(LE);
             if align > 1 && !align.is_power_of_two() {
                 return Err(malformed(
                     "section alignment is not a power of two",
-                    index as u64,
+                    Location::SectionField {
+                        section: index as u32,
+                        value: align,
+                    },
                 ));
             }
             if kind == elf::SHT_SYMTAB {
                 if object.symtab_index != 0 {
-                    return Err(malformed("more than one symbol table", index as u64));
+                    return Err(malformed("more than one symbol table", section_at(index)));
                 }
                 object.symtab_index = index;
             }
         }
 
         if object.symtab_index != 0 {
-            let symtab = object.section_header(object.symtab_index)?;
+            let at = object.symtab_index;
+            let symtab = object.section_header(at)?;
+            let field = |value| Location::SectionField {
+                section: at as u32,
+                value,
+            };
             if usize::try_from(symtab.sh_entsize.get(LE)).ok()
                 != Some(core::mem::size_of::<Sym64<LE>>())
             {
-                return Err(malformed("symbol entry size", symtab.sh_entsize.get(LE)));
+                return Err(malformed(
+                    "symbol entry size",
+                    field(symtab.sh_entsize.get(LE)),
+                ));
             }
-            let bytes = object.section_bytes(symtab)?;
+            let bytes = object.section_bytes(symtab, at)?;
             let count = bytes.len() / core::mem::size_of::<Sym64<LE>>();
             let (symbols, rest) = pod::slice_from_bytes::<Sym64<LE>>(bytes, count)
-                .map_err(|()| malformed("symbol table", symtab.sh_offset.get(LE)))?;
+                .map_err(|()| malformed("symbol table", section_at(at)))?;
             if !rest.is_empty() {
-                return Err(malformed("symbol table size", symtab.sh_size.get(LE)));
+                return Err(malformed(
+                    "symbol table size",
+                    field(symtab.sh_size.get(LE)),
+                ));
             }
-            let strtab = object.section_header(symtab.sh_link.get(LE) as usize)?;
+            let strtab_index = symtab.sh_link.get(LE) as usize;
+            let strtab = object.section_header(strtab_index)?;
             if strtab.sh_type.get(LE) != elf::SHT_STRTAB {
                 return Err(malformed(
                     "symbol table's string table",
-                    u64::from(symtab.sh_link.get(LE)),
+                    field(u64::from(symtab.sh_link.get(LE))),
                 ));
             }
             object.symbols = symbols;
-            object.symbol_names = object.section_bytes(strtab)?;
+            object.symbol_names = object.section_bytes(strtab, strtab_index)?;
             for index in 0..symbols.len() {
                 object.validate_symbol(index)?;
             }
@@ -241,23 +299,41 @@ impl<'a> Object<'a> {
                 if usize::try_from(sh.sh_entsize.get(LE)).ok()
                     != Some(core::mem::size_of::<Rela64<LE>>())
                 {
-                    return Err(malformed("relocation entry size", index as u64));
+                    return Err(malformed(
+                        "relocation entry size",
+                        Location::SectionField {
+                            section: index as u32,
+                            value: sh.sh_entsize.get(LE),
+                        },
+                    ));
                 }
-                let bytes = object.section_bytes(sh)?;
+                let bytes = object.section_bytes(sh, index)?;
                 if bytes.len() % core::mem::size_of::<Rela64<LE>>() != 0 {
-                    return Err(malformed("relocation section size", index as u64));
+                    return Err(malformed(
+                        "relocation section size",
+                        Location::SectionField {
+                            section: index as u32,
+                            value: sh.sh_size.get(LE),
+                        },
+                    ));
                 }
                 if sh.sh_link.get(LE) as usize != object.symtab_index || object.symtab_index == 0 {
                     return Err(malformed(
                         "relocation section's symbol table link",
-                        index as u64,
+                        Location::SectionField {
+                            section: index as u32,
+                            value: u64::from(sh.sh_link.get(LE)),
+                        },
                     ));
                 }
                 let target = sh.sh_info.get(LE) as usize;
                 if target == 0 || target >= sections.len() {
                     return Err(malformed(
                         "relocation section's target section",
-                        index as u64,
+                        Location::SectionField {
+                            section: index as u32,
+                            value: target as u64,
+                        },
                     ));
                 }
             }
@@ -268,10 +344,11 @@ impl<'a> Object<'a> {
     fn section_header(&self, index: usize) -> Result<&'a SectionHeader64<LE>> {
         self.sections
             .get(index)
-            .ok_or(malformed("section index", index as u64))
+            .ok_or(malformed("section index out of range", section_at(index)))
     }
 
-    fn section_bytes(&self, sh: &SectionHeader64<LE>) -> Result<&'a [u8]> {
+    /// The file bytes of section header `sh` (number `index`).
+    fn section_bytes(&self, sh: &SectionHeader64<LE>, index: usize) -> Result<&'a [u8]> {
         if sh.sh_type.get(LE) == elf::SHT_NOBITS {
             return Ok(&[]);
         }
@@ -280,6 +357,7 @@ impl<'a> Object<'a> {
             sh.sh_offset.get(LE),
             sh.sh_size.get(LE),
             "section contents past the end of the file",
+            section_at(index),
         )
     }
 
@@ -291,8 +369,8 @@ impl<'a> Object<'a> {
                 value: index as u64,
             }),
             elf::SHN_UNDEF | elf::SHN_ABS | elf::SHN_COMMON => Ok(()),
-            shndx if usize::from(shndx) < self.sections.len() => Ok(()),
-            _ => Err(malformed("symbol's section index", index as u64)),
+            shndx if usize::from(shndx.0) < self.sections.len() => Ok(()),
+            _ => Err(malformed("symbol's section index", symbol_at(index))),
         }
     }
 
@@ -302,10 +380,10 @@ impl<'a> Object<'a> {
     }
 
     /// The raw `e_flags` (ABI details such as the RISC-V float ABI).
-    pub fn flags(&self) -> u32 {
+    pub fn flags(&self) -> FileFlags {
         pod::from_bytes::<FileHeader64<LE>>(self.data)
             .map(|(h, _)| h.e_flags.get(LE))
-            .unwrap_or(0)
+            .unwrap_or(FileFlags(0))
     }
 
     /// Number of section headers.
@@ -317,20 +395,56 @@ impl<'a> Object<'a> {
     pub fn section(&self, index: usize) -> Result<Section<'a>> {
         let sh = self.section_header(index)?;
         Ok(Section {
-            name: string_at(self.section_names, sh.sh_name.get(LE))?,
+            name: string_at(self.section_names, sh.sh_name.get(LE), section_at(index))?,
             kind: sh.sh_type.get(LE),
             flags: sh.sh_flags.get(LE),
             size: sh.sh_size.get(LE),
             align: sh.sh_addralign.get(LE).max(1),
             link: sh.sh_link.get(LE),
             info: sh.sh_info.get(LE),
-            data: self.section_bytes(sh)?,
+            data: self.section_bytes(sh, index)?,
         })
     }
 
-    /// A section's name for messages (empty if unreadable).
+    /// A section's name for messages (`?` if unreadable).
     pub fn section_name(&self, index: usize) -> Name {
         Name::new(self.section(index).map(|s| s.name).unwrap_or(b"?"))
+    }
+
+    /// A symbol's name for messages: a section symbol (which has no name of its own) by its
+    /// section's name; `?` if unreadable.
+    pub fn symbol_name(&self, index: usize) -> Name {
+        match self.symbol(index) {
+            Ok(s) if s.name.is_empty() => self.section_name(usize::from(s.shndx.0)),
+            Ok(s) => Name::new(s.name),
+            Err(_) => Name::new(b"?"),
+        }
+    }
+
+    /// An error about relocation `rela`, which patches section `target` of this object,
+    /// the `index`-th of the link; S, P and the value are 0 until the linker fills them.
+    pub fn reloc_error(
+        &self,
+        index: usize,
+        target: usize,
+        rela: &Rela,
+        problem: RelocProblem,
+    ) -> RelocError {
+        RelocError {
+            object: u32::try_from(index).unwrap_or(u32::MAX),
+            object_name: None,
+            arch: self.arch,
+            r_type: rela.r_type,
+            name: self.arch.reloc_name(rela.r_type),
+            section: self.section_name(target),
+            offset: rela.offset,
+            symbol: self.symbol_name(rela.symbol as usize),
+            s: 0,
+            a: rela.addend,
+            p: 0,
+            value: 0,
+            problem,
+        }
     }
 
     /// Number of symbols (including the null symbol 0).
@@ -343,25 +457,25 @@ impl<'a> Object<'a> {
         let sym = self
             .symbols
             .get(index)
-            .ok_or(malformed("symbol index", index as u64))?;
+            .ok_or(malformed("symbol index out of range", symbol_at(index)))?;
         Ok(Symbol {
-            name: string_at(self.symbol_names, sym.st_name.get(LE))?,
+            name: string_at(self.symbol_names, sym.st_name.get(LE), symbol_at(index))?,
             value: sym.st_value.get(LE),
             size: sym.st_size.get(LE),
             shndx: sym.st_shndx.get(LE),
             bind: sym.st_bind(),
             kind: sym.st_type(),
-            other: sym.st_other,
+            other: sym.st_other.0,
         })
     }
 
     /// The relocation entries of `SHT_RELA` section `index`, validated in `parse`.
     pub fn relocations(&self, index: usize) -> Result<impl Iterator<Item = Rela> + 'a> {
         let sh = self.section_header(index)?;
-        let bytes = self.section_bytes(sh)?;
+        let bytes = self.section_bytes(sh, index)?;
         let count = bytes.len() / core::mem::size_of::<Rela64<LE>>();
         let (entries, _) = pod::slice_from_bytes::<Rela64<LE>>(bytes, count)
-            .map_err(|()| malformed("relocation section", index as u64))?;
+            .map_err(|()| malformed("relocation section", section_at(index)))?;
         Ok(entries.iter().map(|r| Rela {
             offset: r.r_offset.get(LE),
             symbol: r.r_sym(LE, false),
@@ -384,31 +498,31 @@ mod tests {
         ));
         let mut header = [0u8; 64];
         header[..4].copy_from_slice(&elf::ELFMAG);
-        header[4] = elf::ELFCLASS32;
+        header[4] = elf::ELFCLASS32.0;
         assert!(matches!(
             Object::parse(&header),
             Err(Error::NotSupported { .. })
         ));
-        header[4] = elf::ELFCLASS64;
-        header[5] = elf::ELFDATA2MSB;
+        header[4] = elf::ELFCLASS64.0;
+        header[5] = elf::ELFDATA2MSB.0;
         assert!(matches!(
             Object::parse(&header),
             Err(Error::NotSupported { .. })
         ));
-        header[5] = elf::ELFDATA2LSB;
-        header[6] = elf::EV_CURRENT;
-        header[16] = elf::ET_DYN as u8;
+        header[5] = elf::ELFDATA2LSB.0;
+        header[6] = elf::EV_CURRENT.0;
+        header[16] = elf::ET_DYN.0 as u8;
         assert!(matches!(
             Object::parse(&header),
             Err(Error::NotSupported { .. })
         ));
-        header[16] = elf::ET_REL as u8;
+        header[16] = elf::ET_REL.0 as u8;
         header[18] = 3; // EM_386
         assert!(matches!(
             Object::parse(&header),
             Err(Error::UnsupportedMachine { machine: 3 })
         ));
-        header[18] = elf::EM_X86_64 as u8;
+        header[18] = elf::EM_X86_64.0 as u8;
         assert!(matches!(
             Object::parse(&header),
             Err(Error::Malformed { .. })
@@ -417,8 +531,15 @@ mod tests {
 
     #[test]
     fn strings_are_bounded() {
-        assert_eq!(string_at(b"ab\0cd\0", 3).ok(), Some(&b"cd"[..]));
-        assert!(string_at(b"ab", 0).is_err());
-        assert!(string_at(b"ab\0", 9).is_err());
+        let at = Location::Symbol(1);
+        assert_eq!(string_at(b"ab\0cd\0", 3, at).ok(), Some(&b"cd"[..]));
+        assert!(string_at(b"ab", 0, at).is_err());
+        assert_eq!(
+            string_at(b"ab\0", 9, at),
+            Err(Error::Malformed {
+                what: "name past its string table",
+                at
+            })
+        );
     }
 }

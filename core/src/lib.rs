@@ -14,6 +14,16 @@
 //! is checked. Tables are fixed-capacity (see the `MAX_*` constants).
 #![no_std]
 #![forbid(unsafe_code)]
+// No panics in the library: every fallible step is an `Error` (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 pub mod arch;
 pub mod bits;
@@ -23,9 +33,10 @@ pub mod link;
 pub mod memory;
 pub mod plan;
 
-pub use arch::{Applied, Arch, Via};
-pub use error::{BackendError, Error, Name, RelocError, RelocProblem, Result};
-pub use link::{Global, Image, RelocRecord};
+pub use arch::reloc::{Applied, Via};
+pub use arch::Arch;
+pub use error::{BackendError, Error, Location, Name, Range, RelocError, RelocProblem, Result};
+pub use link::{Global, Image, RelocRecord, Stub};
 pub use memory::{
     Layout, MemoryBackend, NoSymbols, Placement, Protection, Segment, SegmentKind, SegmentRequest,
     SliceBackend, SymbolResolver,

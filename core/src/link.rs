@@ -2,12 +2,12 @@
 //! relocations, protect, flush. Nothing here allocates or searches per relocation: every
 //! lookup is an index into a table the plan built.
 
-use crate::arch::{self, Applied, HiInput, Pair, RelocInput, StubInput};
+use crate::arch::reloc::{Applied, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
 use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
-use crate::plan::{Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
+use crate::plan::{terminator_size, Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
 
 /// One applied relocation, reported to a link observer (used by `elfjit inspect`).
 #[derive(Clone, Copy, Debug)]
@@ -126,7 +126,13 @@ impl<'a> Plan<'a> {
                 if place.zeroed {
                     dest.fill(0);
                 } else {
-                    dest.copy_from_slice(entry.object.section(index)?.data);
+                    let section = entry.object.section(index)?;
+                    dest.copy_from_slice(section.data);
+                    let terminator = terminator_size(section.name);
+                    if terminator != 0 {
+                        let end = place.segment_offset.saturating_add(place.size);
+                        slice_mut(memory, end, terminator)?.fill(0);
+                    }
                 }
             }
         }
@@ -216,7 +222,7 @@ impl<'a> Plan<'a> {
         backend: &mut B,
         placement: &Placement,
     ) -> Result<()> {
-        let stub_size = arch::stub_size(self.arch);
+        let stub_size = self.arch.stub_size();
         let got_base = self.got_base(placement);
         let stub_base = self.stub_base(placement);
         if self.got_slots != 0 {
@@ -242,9 +248,11 @@ impl<'a> Plan<'a> {
                     got_base,
                 };
                 let bytes = slice_mut(code, self.stub_offset + offset, stub_size)?;
-                arch::write_stub(self.arch, bytes, &stub).ok_or(Error::BackendMismatch {
-                    what: "stub outside memory",
-                })?;
+                self.arch
+                    .write_stub(bytes, &stub)
+                    .ok_or(Error::BackendMismatch {
+                        what: "stub outside memory",
+                    })?;
             }
         }
         Ok(())
@@ -262,8 +270,8 @@ impl<'a> Plan<'a> {
     {
         let got_base = self.got_base(placement);
         let stub_base = self.stub_base(placement);
-        let stub_size = arch::stub_size(self.arch);
-        let pairs = arch::has_pairs(self.arch);
+        let stub_size = self.arch.stub_size();
+        let pairs = self.arch.has_pairs();
         let mut next_lo = 0usize;
         for (obj, rela_index, target) in self.relocation_sections() {
             let Some(entry) = self.objects.get(obj) else {
@@ -300,7 +308,10 @@ impl<'a> Plan<'a> {
                 };
                 // A low half takes the next recorded pair, in the pre-scan's order.
                 let hi = if pairs
-                    && arch::classify(self.arch, rela.r_type).is_some_and(|c| c.pair == Pair::Lo)
+                    && self
+                        .arch
+                        .classify(rela.r_type)
+                        .is_some_and(|c| c.pair == Pair::Lo)
                 {
                     let hi = self
                         .lo_links
@@ -325,27 +336,14 @@ impl<'a> Plan<'a> {
                 };
                 let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
                 let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
-                let applied = arch::apply(self.arch, &input, place_bytes).map_err(|failure| {
+                let applied = self.arch.apply(&input, place_bytes).map_err(|failure| {
                     Error::Relocation(RelocError {
-                        arch: self.arch,
-                        r_type: rela.r_type,
-                        section: entry.object.section_name(target),
-                        offset: rela.offset,
-                        symbol: Name::new(entry.object.symbol(rela.symbol as usize).map_or(
-                            &b"?"[..],
-                            |s| {
-                                if s.name.is_empty() {
-                                    entry
-                                        .object
-                                        .section(usize::from(s.shndx))
-                                        .map_or(&b"?"[..], |sec| sec.name)
-                                } else {
-                                    s.name
-                                }
-                            },
-                        )),
+                        s,
+                        p: input.p,
                         value: failure.value,
-                        problem: failure.problem,
+                        ..entry
+                            .object
+                            .reloc_error(obj, target, &rela, failure.problem)
                     })
                 })?;
                 observer(&RelocRecord {
@@ -448,6 +446,26 @@ impl<'a> Image<'_, 'a> {
         self.globals().filter(|g| g.is_function)
     }
 
+    /// The far-call stubs (veneers on aarch64) the linker wrote, one per external symbol
+    /// called from too far away, in link order of the symbols they reach.
+    pub fn stubs(&self) -> impl Iterator<Item = Stub<'a>> + '_ {
+        let stub_base = self.plan.stub_base(&self.placement);
+        let size = self.plan.arch.stub_size();
+        self.plan.objects.iter().flat_map(move |entry| {
+            (1..entry.object.symbol_count()).filter_map(move |index| {
+                let s = self.plan.symbols.get(entry.symbol_base as usize + index)?;
+                if s.stub == u32::MAX {
+                    return None;
+                }
+                Some(Stub {
+                    target: entry.object.symbol(index).ok()?.name,
+                    address: stub_base.wrapping_add(u64::from(s.stub) * size),
+                    size,
+                })
+            })
+        })
+    }
+
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
         self.plan.objects.iter().flat_map(move |entry| {
@@ -482,4 +500,15 @@ pub struct Global<'a> {
     pub is_function: bool,
     /// `st_other` (ppc64le keeps the local entry point offset here).
     pub other: u8,
+}
+
+/// A far-call stub (a veneer on aarch64) of a linked image.
+#[derive(Clone, Copy, Debug)]
+pub struct Stub<'a> {
+    /// The name of the symbol it jumps to.
+    pub target: &'a [u8],
+    /// Its first byte.
+    pub address: u64,
+    /// Its size in bytes.
+    pub size: u64,
 }

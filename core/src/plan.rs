@@ -2,13 +2,14 @@
 //! need GOT slots and stubs, and how big each segment is — before any memory is asked for.
 //! Linking then only copies, computes and writes.
 
-use crate::arch::{self, Arch};
+use crate::arch::reloc::Pair;
+use crate::arch::Arch;
 use crate::bits::align_up;
 use crate::elf::{Object, Rela, Symbol};
-use crate::error::{Error, Name, Result};
+use crate::error::{Error, Location, Name, RelocProblem, Result};
 use crate::memory::{Layout, SegmentRequest};
 use heapless::Vec;
-use object::elf;
+use object::elf::{self, RelocationType};
 
 // Capacities: a kernel has tens of symbols and sections, a batch of 64 kernels in one
 // translation unit a few hundred. The whole plan stays under 100 KiB, so it fits on the
@@ -101,7 +102,7 @@ pub(crate) struct HiEntry {
     /// Flat index of the section holding the high half's place.
     pub section: u32,
     pub offset: u64,
-    pub r_type: u32,
+    pub r_type: RelocationType,
     /// Canonical flat symbol index of the high half's target.
     pub symbol: u32,
     pub addend: i64,
@@ -170,6 +171,17 @@ impl Fill {
             size: self.end,
             align: self.align,
         }
+    }
+}
+
+/// Zero bytes the image keeps after a loaded section of this name: 4 after `.eh_frame`,
+/// the terminator an unwinder walks the section to (libgcc's `__register_frame` takes a
+/// whole section; a relocatable object's `.eh_frame` has none, the static linker adds it).
+pub(crate) fn terminator_size(name: &[u8]) -> u64 {
+    if name == b".eh_frame" {
+        4
+    } else {
+        0
     }
 }
 
@@ -270,7 +282,7 @@ impl<'a> Plan<'a> {
             });
         }
         for entry in self.objects.iter() {
-            arch::check_flags(arch, entry.object.flags())?;
+            arch.check_flags(entry.object.flags())?;
         }
         self.arch = arch;
         self.page_size = page_size;
@@ -332,13 +344,13 @@ impl<'a> Plan<'a> {
         if name.starts_with(b".ctors") || name.starts_with(b".dtors") {
             return Err(unsupported(object, index, "constructors or destructors"));
         }
-        if flags & u64::from(elf::SHF_TLS) != 0 {
+        if flags.contains(elf::SHF_TLS) {
             return Err(unsupported(object, index, "thread-local storage"));
         }
         let zeroed = match section.kind {
             elf::SHT_NOBITS => true,
             elf::SHT_PROGBITS | elf::SHT_NOTE => false,
-            kind if arch::is_loadable_type(arch, kind) => false,
+            kind if arch.is_loadable_type(kind) => false,
             _ => {
                 return Err(unsupported(
                     object,
@@ -347,8 +359,8 @@ impl<'a> Plan<'a> {
                 ))
             }
         };
-        let write = flags & u64::from(elf::SHF_WRITE) != 0;
-        let exec = flags & u64::from(elf::SHF_EXECINSTR) != 0;
+        let write = flags.contains(elf::SHF_WRITE);
+        let exec = flags.contains(elf::SHF_EXECINSTR);
         let segment = match (write, exec) {
             (true, true) => return Err(unsupported(object, index, "writable code (W+X)")),
             (false, true) => SegmentKind::Code,
@@ -358,7 +370,11 @@ impl<'a> Plan<'a> {
         let end = ends
             .get_mut(segment.index())
             .ok_or(Error::ImageTooLarge { size: 0 })?;
-        let offset = end.reserve(section.size, section.align)?;
+        let reserved = section
+            .size
+            .checked_add(terminator_size(name))
+            .ok_or(Error::ImageTooLarge { size: section.size })?;
+        let offset = end.reserve(reserved, section.align)?;
         Ok(SectionPlace {
             loaded: true,
             zeroed,
@@ -437,7 +453,7 @@ impl<'a> Plan<'a> {
                 if !align.is_power_of_two() || align > self.page_size {
                     return Err(Error::Malformed {
                         what: "COMMON symbol alignment",
-                        at: index as u64,
+                        at: Location::Symbol(index as u32),
                     });
                 }
                 let end = ends
@@ -448,7 +464,7 @@ impl<'a> Plan<'a> {
                 }
             }
             shndx => {
-                let flat = entry.section_base as usize + usize::from(shndx);
+                let flat = entry.section_base as usize + usize::from(shndx.0);
                 match self.sections.get(flat) {
                     Some(place) if place.loaded => Definition::InSection {
                         section: flat as u32,
@@ -467,7 +483,7 @@ impl<'a> Plan<'a> {
         obj_index: usize,
         flat: usize,
     ) -> Result<Option<Definition>> {
-        if let Some(bias) = arch::linker_defined(self.arch, name) {
+        if let Some(bias) = self.arch.linker_defined(name) {
             return Ok(Some(Definition::GotRelative(bias)));
         }
         for (other_index, other) in self.objects.iter().enumerate() {
@@ -532,24 +548,28 @@ impl<'a> Plan<'a> {
         let mut count = 0u64;
         let sections: Vec<(usize, usize, usize), MAX_SECTIONS> =
             self.relocation_sections().collect();
-        if arch::has_pairs(self.arch) {
+        if self.arch.has_pairs() {
             self.collect_high_halves(&sections)?;
         }
         for &(obj, rela_index, target) in sections.iter() {
             let entry = *self.objects.get(obj).ok_or(Error::Malformed {
-                what: "object",
-                at: 0,
+                what: "object index",
+                at: Location::Section(rela_index as u32),
             })?;
             let place = *self
                 .sections
                 .get(entry.section_base as usize + target)
                 .ok_or(Error::Malformed {
-                    what: "section",
-                    at: target as u64,
+                    what: "relocation section's target section",
+                    at: Location::Section(rela_index as u32),
                 })?;
-            for rela in entry.object.relocations(rela_index)? {
+            for (index, rela) in entry.object.relocations(rela_index)?.enumerate() {
                 count += 1;
-                self.scan_one(&entry, target, &place, &rela)?;
+                let at = Location::Relocation {
+                    section: rela_index as u32,
+                    index: index as u32,
+                };
+                self.scan_one(obj, &entry, target, &place, &rela, at)?;
             }
         }
         self.relocations = count;
@@ -560,12 +580,14 @@ impl<'a> Plan<'a> {
     fn collect_high_halves(&mut self, sections: &[(usize, usize, usize)]) -> Result<()> {
         for &(obj, rela_index, target) in sections {
             let entry = *self.objects.get(obj).ok_or(Error::Malformed {
-                what: "object",
-                at: 0,
+                what: "object index",
+                at: Location::Section(rela_index as u32),
             })?;
             for rela in entry.object.relocations(rela_index)? {
-                let is_hi = arch::classify(self.arch, rela.r_type)
-                    .is_some_and(|c| c.pair == arch::Pair::Hi);
+                let is_hi = self
+                    .arch
+                    .classify(rela.r_type)
+                    .is_some_and(|c| c.pair == Pair::Hi);
                 if !is_hi {
                     continue;
                 }
@@ -589,7 +611,13 @@ impl<'a> Plan<'a> {
     }
 
     /// Finds the high half whose place the low half's symbol labels.
-    fn link_low_half(&mut self, entry: &ObjectEntry<'a>, target: usize, rela: &Rela) -> Result<()> {
+    fn link_low_half(
+        &mut self,
+        obj: usize,
+        entry: &ObjectEntry<'a>,
+        target: usize,
+        rela: &Rela,
+    ) -> Result<()> {
         let label = entry.symbol_base as usize + rela.symbol as usize;
         let found = match self.symbol_def(label) {
             Some(Definition::InSection { section, value }) => self
@@ -599,20 +627,8 @@ impl<'a> Plan<'a> {
             _ => None,
         };
         let index = found.ok_or_else(|| {
-            Error::Relocation(crate::error::RelocError {
-                arch: self.arch,
-                r_type: rela.r_type,
-                section: entry.object.section_name(target),
-                offset: rela.offset,
-                symbol: Name::new(
-                    entry
-                        .object
-                        .symbol(rela.symbol as usize)
-                        .map_or(&b"?"[..], |s| s.name),
-                ),
-                value: 0,
-                problem: crate::error::RelocProblem::Unpaired,
-            })
+            let problem = RelocProblem::Unpaired;
+            Error::Relocation(entry.object.reloc_error(obj, target, rela, problem))
         })?;
         self.lo_links
             .push(index as u32)
@@ -624,19 +640,19 @@ impl<'a> Plan<'a> {
 
     fn scan_one(
         &mut self,
+        obj: usize,
         entry: &ObjectEntry<'a>,
         target: usize,
         place: &SectionPlace,
         rela: &Rela,
+        at: Location,
     ) -> Result<()> {
         let object = &entry.object;
-        let class =
-            arch::classify(self.arch, rela.r_type).ok_or_else(|| Error::UnsupportedRelocation {
-                arch: self.arch,
-                r_type: rela.r_type,
-                section: object.section_name(target),
-                offset: rela.offset,
-            })?;
+        let refuse = |problem| Error::Relocation(object.reloc_error(obj, target, rela, problem));
+        let class = self
+            .arch
+            .classify(rela.r_type)
+            .ok_or_else(|| refuse(RelocProblem::Unsupported))?;
         if class.skip {
             return Ok(());
         }
@@ -645,20 +661,20 @@ impl<'a> Plan<'a> {
             .checked_add(u64::from(class.width))
             .is_some_and(|end| end <= place.size);
         if !in_bounds || place.zeroed {
-            return Err(Error::RelocationOutOfBounds {
-                section: object.section_name(target),
-                offset: rela.offset,
-            });
+            return Err(refuse(RelocProblem::OutsideSection {
+                width: class.width,
+                size: if place.zeroed { 0 } else { place.size },
+            }));
         }
         if rela.symbol as usize >= object.symbol_count() {
             return Err(Error::Malformed {
-                what: "relocation's symbol index",
-                at: u64::from(rela.symbol),
+                what: "relocation's symbol index out of range",
+                at,
             });
         }
-        if class.pair == arch::Pair::Lo {
+        if class.pair == Pair::Lo {
             // The low half's symbol is a label, not its target: nothing else to plan.
-            return self.link_low_half(entry, target, rela);
+            return self.link_low_half(obj, entry, target, rela);
         }
         let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
         let def = self.symbol_def(flat);
@@ -671,8 +687,8 @@ impl<'a> Plan<'a> {
         let external = matches!(def, Some(Definition::External { .. }));
         let (mut got_slots, mut stubs) = (self.got_slots, self.stubs);
         let symbol = self.symbols.get_mut(flat).ok_or(Error::Malformed {
-            what: "relocation's symbol index",
-            at: u64::from(rela.symbol),
+            what: "relocation's symbol index out of range",
+            at,
         })?;
         symbol.referenced = true;
         if class.got && symbol.got_slot == NONE {
@@ -682,7 +698,7 @@ impl<'a> Plan<'a> {
         if class.call && external && symbol.stub == NONE {
             symbol.stub = stubs;
             stubs += 1;
-            if arch::stub_uses_got(self.arch) && symbol.got_slot == NONE {
+            if self.arch.stub_uses_got() && symbol.got_slot == NONE {
                 symbol.got_slot = got_slots;
                 got_slots += 1;
             }
@@ -694,7 +710,7 @@ impl<'a> Plan<'a> {
 
     fn finish_layout(&mut self, ends: &mut [Fill; 3]) -> Result<()> {
         let [code, read_only, data] = ends;
-        self.stub_offset = code.reserve(u64::from(self.stubs) * arch::stub_size(self.arch), 16)?;
+        self.stub_offset = code.reserve(u64::from(self.stubs) * self.arch.stub_size(), 16)?;
         // `_GLOBAL_OFFSET_TABLE_` and `.TOC.` are defined from the GOT's address, so a GOT
         // they refer to takes room even with no slots: an empty segment has no address.
         let got_named = self

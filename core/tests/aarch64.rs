@@ -6,8 +6,7 @@
 mod common;
 use common::clang_object;
 
-use elfjit_core::arch::reloc_name;
-use elfjit_core::{Arch, Error, Plan, RelocProblem, RelocRecord, SliceBackend, Via};
+use elfjit_core::{Arch, Error, Plan, Range, RelocProblem, RelocRecord, SliceBackend, Via};
 use object::elf::*;
 use std::collections::HashMap;
 
@@ -126,12 +125,12 @@ fn page(x: u64) -> u64 {
 
 /// Checks that every applied relocation in `linked` reaches its target; returns the
 /// relocation types seen.
-fn verify(linked: &Linked, what: &str) -> Vec<u32> {
+fn verify(linked: &Linked, what: &str) -> Vec<RelocationType> {
     let mut seen = Vec::new();
     for r in &linked.records {
         let (s, p, a) = (r.symbol_address, r.place_address, r.rela.addend);
         let target = s.wrapping_add_signed(a);
-        let name = reloc_name(Arch::Aarch64, r.rela.r_type);
+        let name = Arch::Aarch64.reloc_name(r.rela.r_type);
         let ctx = format!("{what}: {name} at {p:#x} S={s:#x} A={a} {:?}", r.applied);
         match r.rela.r_type {
             R_AARCH64_CALL26 | R_AARCH64_JUMP26 => {
@@ -353,7 +352,7 @@ fn corpus_relocations_reach_their_targets_in_every_code_model() {
     }
     let mut names: Vec<_> = all_seen
         .iter()
-        .map(|&t| reloc_name(Arch::Aarch64, t))
+        .map(|&t| Arch::Aarch64.reloc_name(t))
         .collect();
     names.sort();
     for expected in [
@@ -442,8 +441,7 @@ fn adrp_beyond_4_gib_is_an_overflow_naming_the_relocation() {
     assert_eq!(
         e.problem,
         RelocProblem::Overflow {
-            bits: 33,
-            signed: true
+            range: Range::signed(33)
         }
     );
     assert_eq!(e.value, 0x1_0000_1000);
@@ -469,7 +467,7 @@ fn tiny_code_model_references_beyond_1_mib_are_errors() {
         .unwrap();
     assert!(
         matches!(err, Error::Relocation(e) if e.r_type == R_AARCH64_ADR_PREL_LO21
-            && e.problem == RelocProblem::Overflow { bits: 21, signed: true }),
+            && e.problem == RelocProblem::Overflow { range: Range::signed(21) }),
         "{err}"
     );
     let linked = link(&[&object], &mut |_| Some(BASE + 0xf_f000)).unwrap();

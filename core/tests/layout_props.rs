@@ -129,9 +129,9 @@ proptest! {
             prop_assert!(place.offset >= seg.offset);
             prop_assert!(place.offset + place.size <= seg.offset + seg.size);
             prop_assert_eq!((base + place.offset) % section.align, 0);
-            let expected = if section.flags & u64::from(object::elf::SHF_EXECINSTR) != 0 {
+            let expected = if section.flags.contains(object::elf::SHF_EXECINSTR) {
                 SegmentKind::Code
-            } else if section.flags & u64::from(object::elf::SHF_WRITE) != 0 {
+            } else if section.flags.contains(object::elf::SHF_WRITE) {
                 SegmentKind::Data
             } else {
                 SegmentKind::ReadOnly

@@ -6,7 +6,7 @@ use common::clang_object;
 
 use elfjit_core::elf::Object;
 use elfjit_core::plan::SegmentKind;
-use elfjit_core::{Error, NoSymbols, Plan, RelocProblem, SliceBackend, Via};
+use elfjit_core::{Error, NoSymbols, Plan, Range, RelocProblem, SliceBackend, Via};
 
 const PAGE: u64 = 0x1000;
 
@@ -249,7 +249,7 @@ fn out_of_range_reference_is_an_error_naming_everything() {
     let Error::Relocation(r) = err else {
         panic!("{err}")
     };
-    assert!(matches!(r.problem, RelocProblem::Overflow { bits: 32, .. }));
+    assert!(matches!(r.problem, RelocProblem::Overflow { range } if range == Range::signed(32)));
     let text = err.to_string();
     let value = format!("{:#x}", r.value);
     for part in ["x86_64", "R_X86_64_PC32", ".text", "far_data", &value] {
@@ -342,11 +342,16 @@ fn huge_or_bogus_sizes_are_rejected_before_any_allocation() {
         pic("static int scratch[16]; int k(int i) { scratch[i & 15] += i; return scratch[0]; }");
     let (size, offset) = (0x20, 0x18);
     let cases: [(u32, usize, u64, &str); 5] = [
-        (object::elf::SHT_NOBITS, size, 1 << 40, "too large"),
-        (object::elf::SHT_SYMTAB, size, 1 << 40, "past the end"),
-        (object::elf::SHT_RELA, size, u64::MAX - 7, "past the end"),
-        (object::elf::SHT_RELA, offset, u64::MAX - 16, "past the end"),
-        (object::elf::SHT_PROGBITS, size, 1 << 33, "past the end"),
+        (object::elf::SHT_NOBITS.0, size, 1 << 40, "too large"),
+        (object::elf::SHT_SYMTAB.0, size, 1 << 40, "past the end"),
+        (object::elf::SHT_RELA.0, size, u64::MAX - 7, "past the end"),
+        (
+            object::elf::SHT_RELA.0,
+            offset,
+            u64::MAX - 16,
+            "past the end",
+        ),
+        (object::elf::SHT_PROGBITS.0, size, 1 << 33, "past the end"),
     ];
     for (kind, field, value, expect) in cases {
         let mut bad = object.clone();

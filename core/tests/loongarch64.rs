@@ -9,7 +9,7 @@ use common::clang_object;
 use elfjit_core::arch::loongarch64::{
     decode_b16, decode_b21, decode_b26, decode_call36, decode_si12, decode_si20,
 };
-use elfjit_core::{Error, Plan, RelocProblem, RelocRecord, SliceBackend, Via};
+use elfjit_core::{Error, Plan, Range, RelocProblem, RelocRecord, SliceBackend, Via};
 use object::elf::*;
 use std::path::{Path, PathBuf};
 
@@ -356,10 +356,7 @@ fn out_of_range_page_reference_is_an_error_naming_everything() {
     assert_eq!(r.r_type, R_LARCH_PCALA_HI20);
     assert!(matches!(
         r.problem,
-        RelocProblem::Overflow {
-            bits: 32,
-            signed: true
-        }
+        RelocProblem::Overflow { range } if range == Range::signed(32)
     ));
     let text = err.to_string();
     let value = format!("{:#x}", r.value);

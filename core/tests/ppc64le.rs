@@ -204,7 +204,7 @@ fn global_entry_computes_toc_and_toc_relative_accesses_reach_their_data() {
         );
         // Every TOC16 record decodes back to S + A - TOC.
         for r in &l.records {
-            if r.rela.r_type == 50 {
+            if r.rela.r_type.0 == 50 {
                 let w = l.word(r.place_address);
                 let want = (r.symbol_address as i128 + r.rela.addend as i128 - l.toc() as i128
                     + 0x8000)
@@ -269,7 +269,7 @@ fn local_call_enters_at_the_local_entry_point() {
         let calls: Vec<_> = l
             .records_in("twice", 0x80)
             .into_iter()
-            .filter(|r| r.rela.r_type == 10)
+            .filter(|r| r.rela.r_type.0 == 10)
             .collect();
         assert_eq!(calls.len(), 1, "{opt}");
         let call = calls[0];
@@ -335,7 +335,7 @@ fn power10_pc_relative_code() {
     let pcrel: Vec<_> = l
         .records_in("lookup", 0x20)
         .into_iter()
-        .filter(|r| r.rela.r_type == 132)
+        .filter(|r| r.rela.r_type.0 == 132)
         .collect();
     assert_eq!(pcrel.len(), 1);
     let at = pcrel[0].place_address;
@@ -348,7 +348,7 @@ fn power10_pc_relative_code() {
     let got: Vec<_> = l
         .records_in("bump", 0x20)
         .into_iter()
-        .filter(|r| r.rela.r_type == 133)
+        .filter(|r| r.rela.r_type.0 == 133)
         .collect();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].applied.via, Via::Got);
@@ -359,7 +359,7 @@ fn power10_pc_relative_code() {
     let call = l
         .records
         .iter()
-        .find(|r| r.rela.r_type == 116)
+        .find(|r| r.rela.r_type.0 == 116)
         .expect("REL24_NOTOC");
     assert_eq!(call.applied.via, Via::Stub);
     let entry = call
@@ -393,11 +393,11 @@ fn far_local_data_in_the_small_code_model_is_range_checked() {
     // -mcmodel=small: TOC16_DS reaches ±32 KiB around .TOC.. A small image fits.
     let object = compile(KERNELS, &["-mcpu=pwr8", "-O2", "-mcmodel=small"]);
     let l = link(&[&object], &mut |_| Some(0x1234_5678_0000)).unwrap();
-    assert!(l.records.iter().any(|r| r.rela.r_type == 63));
+    assert!(l.records.iter().any(|r| r.rela.r_type.0 == 63));
     // -mcmodel=large: `.quad .TOC.-f` before the function (REL64), loaded at entry.
     let object = compile(KERNELS, &["-mcpu=pwr8", "-O2", "-mcmodel=large"]);
     let l = link(&[&object], &mut |_| Some(0x1234_5678_0000)).unwrap();
-    let rel64: Vec<_> = l.records.iter().filter(|r| r.rela.r_type == 44).collect();
+    let rel64: Vec<_> = l.records.iter().filter(|r| r.rela.r_type.0 == 44).collect();
     assert!(!rel64.is_empty());
     for r in rel64 {
         // ld r2,-8(r12); add r2,r2,r12 at the global entry, 8 bytes after the quad.
@@ -441,17 +441,17 @@ fn the_corpus_links_for_every_cpu_and_level() {
                 })
                 .unwrap_or_else(|e| panic!("{name} {cpu} {opt}: {e}"));
                 for r in &l.records {
-                    if r.rela.r_type == 10 && r.applied.via == Via::Stub {
+                    if r.rela.r_type.0 == 10 && r.applied.via == Via::Stub {
                         assert_eq!(l.word(r.place_address + 4), LD_R2_24_R1);
                     }
-                    if r.rela.r_type == 10 && r.applied.via == Via::Direct {
+                    if r.rela.r_type.0 == 10 && r.applied.via == Via::Direct {
                         assert_ne!(l.word(r.place_address + 4), LD_R2_24_R1);
                     }
                 }
                 assert!(l
                     .records
                     .iter()
-                    .all(|r| r.applied.via != Via::Nothing || r.rela.r_type == 123));
+                    .all(|r| r.applied.via != Via::Nothing || r.rela.r_type.0 == 123));
                 linked += 1;
             }
         }

@@ -6,7 +6,7 @@ mod common;
 use common::clang_object;
 
 use elfjit_core::arch::riscv64::{decode_cj, decode_i, decode_j, decode_s, decode_u};
-use elfjit_core::{Error, Plan, RelocProblem, RelocRecord, SliceBackend, Via};
+use elfjit_core::{Error, Plan, Range, RelocProblem, RelocRecord, SliceBackend, Via};
 use object::elf::*;
 use std::collections::HashMap;
 
@@ -60,7 +60,7 @@ impl Linked {
     fn pair_target(&self, p: u64, lo: i64) -> u64 {
         p.wrapping_add_signed((decode_u(self.u32_at(p)) << 12) + lo)
     }
-    fn of_type(&self, r_type: u32) -> impl Iterator<Item = &RelocRecord> {
+    fn of_type(&self, r_type: RelocationType) -> impl Iterator<Item = &RelocRecord> {
         self.records.iter().filter(move |r| r.rela.r_type == r_type)
     }
 }
@@ -184,7 +184,7 @@ fn pcrel_and_got_pairs_reach_their_targets() {
         .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
         let pairs = check_pairs(&linked, &object);
         assert!(pairs >= 6, "{flags:?}: {pairs} pairs");
-        let types: Vec<u32> = linked.records.iter().map(|r| r.rela.r_type).collect();
+        let types: Vec<RelocationType> = linked.records.iter().map(|r| r.rela.r_type).collect();
         if !flags.contains(&"-O0") {
             assert!(types.contains(&R_RISCV_PCREL_LO12_S), "{flags:?}");
         }
@@ -384,8 +384,7 @@ fn branch_out_of_range_is_an_overflow_naming_r_riscv_branch() {
     assert_eq!(
         e.problem,
         RelocProblem::Overflow {
-            bits: 13,
-            signed: true
+            range: Range::signed(13)
         }
     );
     assert_eq!(e.symbol.as_bytes(), b"far_label");
@@ -422,7 +421,7 @@ fn rela_entries(object: &[u8]) -> Vec<(usize, u32)> {
     let mut out = Vec::new();
     for i in 0..shnum {
         let sh = &object[shoff + i * 64..shoff + (i + 1) * 64];
-        if u32::from_le_bytes(sh[4..8].try_into().unwrap()) != SHT_RELA {
+        if u32::from_le_bytes(sh[4..8].try_into().unwrap()) != SHT_RELA.0 {
             continue;
         }
         let offset = u64::from_le_bytes(sh[24..32].try_into().unwrap()) as usize;
@@ -443,9 +442,9 @@ fn lo12_without_its_hi20_is_an_unpaired_plan_error() {
     let mut broken = object.clone();
     let (info_at, _) = rela_entries(&object)
         .into_iter()
-        .find(|&(_, t)| t == R_RISCV_PCREL_HI20)
+        .find(|&(_, t)| t == R_RISCV_PCREL_HI20.0)
         .unwrap();
-    broken[info_at..info_at + 4].copy_from_slice(&R_RISCV_RELAX.to_le_bytes());
+    broken[info_at..info_at + 4].copy_from_slice(&R_RISCV_RELAX.0.to_le_bytes());
     let err = Plan::new(&[&broken], PAGE).err().unwrap();
     let Error::Relocation(e) = err else {
         panic!("{err}")

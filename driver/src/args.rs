@@ -19,6 +19,10 @@ use std::ptr::NonNull;
 /// The largest buffer `--arg` accepts, in elements (2^28: 1 GiB of `f32`).
 pub const MAX_BUFFER_ELEMENTS: usize = 1 << 28;
 
+/// The most bytes all of a run's `--arg` buffers may hold together (2 GiB: one `f64`
+/// buffer of [`MAX_BUFFER_ELEMENTS`]). Checked before anything is compiled or allocated.
+pub const MAX_TOTAL_BUFFER_BYTES: u64 = 2 << 30;
+
 /// Alignment of every argument buffer, in bytes (a cache line; enough for any vector ISA
 /// elfjit targets).
 pub const BUFFER_ALIGN: usize = 64;
@@ -154,18 +158,14 @@ impl ScalarType {
                 let v: f32 = t
                     .parse()
                     .map_err(|_| format!("`{t}` is not a number (f32)"))?;
-                if v.is_infinite() && !t.to_ascii_lowercase().contains("inf") {
-                    return Err(format!("`{t}` is out of range for f32"));
-                }
+                check_float_range(t, v.is_infinite(), v == 0.0, "f32")?;
                 Ok(Scalar::F32(v))
             }
             ScalarType::F64 => {
                 let v: f64 = t
                     .parse()
                     .map_err(|_| format!("`{t}` is not a number (f64)"))?;
-                if v.is_infinite() && !t.to_ascii_lowercase().contains("inf") {
-                    return Err(format!("`{t}` is out of range for f64"));
-                }
+                check_float_range(t, v.is_infinite(), v == 0.0, "f64")?;
                 Ok(Scalar::F64(v))
             }
             _ => {
@@ -183,6 +183,28 @@ impl fmt::Display for ScalarType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// A float literal that overflows to infinity or underflows to zero is out of range, the
+/// same way on both sides (a subnormal result is kept: it is not zero).
+fn check_float_range(
+    t: &str,
+    infinite: bool,
+    zero: bool,
+    ty: &str,
+) -> std::result::Result<(), String> {
+    let lower = t.to_ascii_lowercase();
+    let mantissa = lower.split('e').next().unwrap_or("");
+    let nonzero_literal = mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
+    if infinite && !lower.contains("inf") {
+        return Err(format!("`{t}` is out of range for {ty} (too large)"));
+    }
+    if zero && nonzero_literal {
+        return Err(format!(
+            "`{t}` is out of range for {ty} (too small: it would be 0)"
+        ));
+    }
+    Ok(())
 }
 
 /// Decimal, or `0x`/`0o`/`0b` prefixed, with an optional sign; `None` if malformed or
@@ -483,6 +505,32 @@ impl ArgSpec {
             ArgSpec::Buffer { .. } => ArgKind::Pointer,
         }
     }
+
+    /// The bytes a buffer argument holds (0 for a scalar).
+    pub fn buffer_bytes(&self) -> u64 {
+        match self {
+            ArgSpec::Scalar(_) => 0,
+            ArgSpec::Buffer { ty, init } => (init.len() as u64).saturating_mul(ty.size() as u64),
+        }
+    }
+}
+
+/// Checks that `args`' buffers hold at most [`MAX_TOTAL_BUFFER_BYTES`] together.
+pub fn check_buffer_total(args: &[ArgSpec]) -> Result<()> {
+    let total = args
+        .iter()
+        .map(ArgSpec::buffer_bytes)
+        .fold(0u64, u64::saturating_add);
+    if total > MAX_TOTAL_BUFFER_BYTES {
+        return Err(Error::BadArgument {
+            what: "--arg buffers".to_string(),
+            reason: format!(
+                "they hold {total} bytes in total; at most {MAX_TOTAL_BUFFER_BYTES} (2 GiB) are \
+                 allowed"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn parse_type(name: &str) -> std::result::Result<ScalarType, String> {
@@ -583,8 +631,9 @@ fn parse_count(t: &str) -> std::result::Result<usize, String> {
 pub enum ArgOutcome {
     /// A by-value argument, as it was passed.
     Scalar(Scalar),
-    /// A buffer's elements after the call.
-    Buffer(Vec<Scalar>),
+    /// A buffer's elements after the call, typed and packed as the kernel saw them (one
+    /// byte per `u8`; see [`Buffer::iter`] for the values).
+    Buffer(Buffer),
 }
 
 /// Typed elements in 64-byte-aligned heap memory, freed on drop.
@@ -714,13 +763,71 @@ impl Buffer {
         self.bytes_mut()[index * size..(index + 1) * size].copy_from_slice(&bytes[..size]);
     }
 
-    /// All elements, in order.
+    /// All elements, in order (16 bytes each: [`Buffer::iter`] reads them one at a time).
     pub fn values(&self) -> Vec<Scalar> {
+        self.iter().collect()
+    }
+
+    /// The elements, in order, read as they are needed.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Scalar> + '_ {
         let ty = self.ty;
         self.bytes()
             .chunks_exact(ty.size())
-            .filter_map(|c| Scalar::from_ne_bytes(ty, c))
-            .collect()
+            .map(move |c| Scalar::from_ne_bytes(ty, c).unwrap_or_else(|| ty.zero()))
+    }
+
+    /// A buffer of `ty` holding `values` (each must be of `ty`).
+    pub fn from_values(ty: ScalarType, values: &[Scalar]) -> Result<Buffer> {
+        Buffer::new(ty, &BufferInit::Values(values.to_vec()))
+    }
+
+    /// A buffer of `ty` from little-endian element bytes (an emulated target's memory);
+    /// a trailing partial element is ignored.
+    pub fn from_le_bytes(ty: ScalarType, bytes: &[u8]) -> Result<Buffer> {
+        let size = ty.size();
+        let mut buf = Buffer::zeroed(ty, bytes.len() / size)?;
+        let dst = buf.bytes_mut();
+        let src = bytes.get(..dst.len()).unwrap_or_default();
+        dst.copy_from_slice(src);
+        if cfg!(target_endian = "big") {
+            for element in dst.chunks_exact_mut(size) {
+                element.reverse();
+            }
+        }
+        Ok(buf)
+    }
+
+    /// The element bytes in little-endian order (as an emulated target stores them).
+    pub fn to_le_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        if cfg!(target_endian = "little") {
+            return std::borrow::Cow::Borrowed(self.bytes());
+        }
+        let mut v = self.bytes().to_vec();
+        for element in v.chunks_exact_mut(self.ty.size()) {
+            element.reverse();
+        }
+        std::borrow::Cow::Owned(v)
+    }
+}
+
+impl Clone for Buffer {
+    /// A copy in fresh aligned memory.
+    ///
+    /// # Panics
+    /// Aborts, like `Vec::clone`, if the memory cannot be allocated.
+    fn clone(&self) -> Buffer {
+        let mut copy = Buffer::zeroed(self.ty, self.len).unwrap_or_else(|_| {
+            std::alloc::handle_alloc_error(self.layout);
+        });
+        copy.bytes_mut().copy_from_slice(self.bytes());
+        copy
+    }
+}
+
+impl PartialEq for Buffer {
+    /// Element by element, as `Vec<Scalar>` compares (so a NaN element is unequal).
+    fn eq(&self, other: &Buffer) -> bool {
+        self.ty == other.ty && self.len == other.len && self.iter().eq(other.iter())
     }
 }
 
@@ -732,11 +839,13 @@ impl Drop for Buffer {
 }
 
 impl fmt::Debug for Buffer {
+    /// The type, length and the first 16 values.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let head: Vec<Scalar> = self.iter().take(16).collect();
         f.debug_struct("Buffer")
             .field("ty", &self.ty)
             .field("len", &self.len)
-            .field("ptr", &self.ptr)
+            .field("head", &head)
             .finish()
     }
 }
@@ -880,6 +989,58 @@ mod tests {
         assert!(err("i32:--5").contains("not an integer"));
         assert!(err("i32[2]=fill:1.5").contains("not an integer"));
         assert!(err("u8:300").starts_with("bad --arg `u8:300`"));
+    }
+
+    #[test]
+    fn floats_out_of_range_on_either_side() {
+        for bad in [
+            "f32:1e-50",
+            "f32:-1e-46",
+            "f64:1e-400",
+            "f32:1e40",
+            "f64:-1e309",
+        ] {
+            assert!(err(bad).contains("out of range"), "{bad}");
+        }
+        for good in [
+            "f32:1e-40",
+            "f32:1e-45",
+            "f32:0",
+            "f32:-0.0",
+            "f32:0e-99",
+            "f64:5e-324",
+            "f32:inf",
+        ] {
+            assert!(ArgSpec::parse(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn buffer_totals_are_capped_before_allocation() {
+        let big = ArgSpec::parse("f64[268435456]").unwrap();
+        assert_eq!(big.buffer_bytes(), MAX_TOTAL_BUFFER_BYTES);
+        assert!(check_buffer_total(std::slice::from_ref(&big)).is_ok());
+        let e = check_buffer_total(&[big.clone(), big]).unwrap_err();
+        assert!(e.to_string().contains("in total"), "{e}");
+    }
+
+    #[test]
+    fn typed_buffers_compare_clone_and_convert() {
+        let b = Buffer::from_values(ScalarType::U8, &[Scalar::U8(1), Scalar::U8(200)]).unwrap();
+        assert_eq!(b.bytes(), &[1, 200]);
+        assert_eq!(b.clone(), b);
+        assert_eq!(b.iter().len(), 2);
+        let le = Buffer::from_le_bytes(ScalarType::I16, &[1, 0, 0xff, 0xff, 9]).unwrap();
+        assert_eq!(le.values(), vec![Scalar::I16(1), Scalar::I16(-1)]);
+        assert_eq!(&*le.to_le_bytes(), &[1, 0, 0xff, 0xff]);
+        let nan = Buffer::from_values(ScalarType::F32, &[Scalar::F32(f32::NAN)]).unwrap();
+        assert_ne!(
+            nan,
+            nan.clone(),
+            "NaN elements compare unequal, as in Vec<Scalar>"
+        );
+        assert!(Buffer::from_values(ScalarType::F32, &[Scalar::I32(1)]).is_err());
+        assert!(format!("{b:?}").contains("head: [U8(1), U8(200)]"));
     }
 
     #[test]

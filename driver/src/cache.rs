@@ -18,11 +18,21 @@
 //! least-recently-used entries evicted first, behind a mutex: one [`Cache`] can be shared
 //! by any number of threads.
 //!
+//! **What clang read.** A C compile can read more than its source: `#include`d headers,
+//! `#embed`ded files. On a miss the compile also asks clang for its dependency list
+//! (`-MD`, on a pipe), and the entry records each file's path and SHA-256; a lookup
+//! re-hashes them, and any change is a miss (the entry is recompiled and replaced). A
+//! file that cannot be read back, or that changed after the compile started, makes the
+//! result uncacheable rather than wrongly cached. Not covered: a header that would now
+//! be found earlier on the include path than the one clang read (a new file shadowing an
+//! old one), and `__has_include` of a file that did not exist.
+//!
 //! **On disk** (opt-in: [`Cache::on_disk`], [`Cache::from_env`], `elfjit run --cache`).
 //! One file per key, `<dir>/<64 hex digits>.obj`, where `dir` is [`default_dir`]:
 //! `$ELFJIT_CACHE_DIR/objects`, else `$XDG_CACHE_HOME/elfjit/objects`, else
-//! `~/.cache/elfjit/objects` (the directory logic the emulated runner's cache uses). Each
-//! file is an 84-byte header and the object:
+//! `~/.cache/elfjit/objects`, else (no `HOME`) `$TMPDIR/elfjit-<uid>/objects` (the
+//! directory logic the emulated runner's cache uses). Each file is an 84-byte header, the
+//! object and the list of files clang read:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -30,26 +40,43 @@
 //! | 8..12 | format version, u32 little-endian ([`DISK_FORMAT`]) |
 //! | 12..44 | the key |
 //! | 44..52 | object length, u64 little-endian |
-//! | 52..84 | SHA-256 of the object |
+//! | 52..84 | SHA-256 of the object and the dependency list |
 //! | 84.. | the object |
+//! | then | per dependency: path length (u32 LE), path bytes, SHA-256 of its contents |
 //!
-//! Every read checks all of it: a short, long, foreign or corrupted file is a miss, never
-//! loaded, and the recompiled object replaces it. Writes go to a temporary file in the
-//! same directory that is renamed over the entry, so readers in any process see a whole
-//! old file or a whole new one, and concurrent writers of one key simply race to rename
-//! identical contents. A failed write is not an error (the compile succeeded; the next
-//! run compiles again). The directory is bounded by total size ([`DEFAULT_DISK_LIMIT`]):
-//! a hit refreshes the entry's modification time (at most once a minute), and when a
-//! write takes the directory over its limit the least recently used entries are removed
-//! until it is under 90 % of it.
+//! **Who can make elfjit load what.** Whoever can write the cache directory can run code
+//! as you: the checksum in an entry proves it is whole, not who wrote it. So the
+//! directory (and, for [`Cache::from_env`], the cache root above it) is used only if it is
+//! owned by you and not writable by group or others (it is created `0700`), and an entry
+//! only if it is a regular file (not a symlink, FIFO or device), owned by you, not
+//! writable by group or others, and no larger than the largest object plus its header;
+//! see [`crate::private_dir`]. Anything else is a miss, with one line on stderr per
+//! reason per process, never a load. A cache shared between users is not supported.
+//!
+//! Every read checks all of the header: a short, long, foreign or corrupted file is a
+//! miss, never loaded, and the recompiled object replaces it. Writes go to a temporary
+//! file with an unpredictable name, created exclusively (`0600`) in the same directory
+//! and renamed over the entry, so readers in any process see a whole old file or a whole
+//! new one, and concurrent writers of one key simply race to rename identical contents.
+//! A failed write is not an error (the compile succeeded; the next run compiles again),
+//! but a cache that cannot be written is said once. The directory is bounded by total
+//! size ([`DEFAULT_DISK_LIMIT`]), temporary files included: a hit refreshes the entry's
+//! modification time (at most once a minute), and when a write takes the directory over
+//! its limit the least recently used entries are removed until it is under 90 % of it;
+//! temporary files older than an hour (a writer that died) are removed on the way.
 
-use crate::clang::{CompileOptions, Compiler};
+use crate::bounded;
+use crate::clang::{CompileOptions, Compiler, MAX_OBJECT_SIZE};
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
+use crate::notes;
+use crate::private_dir::{PrivateDir, Refused, TEMP_PREFIX};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fmt;
-use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -59,8 +86,8 @@ use std::time::{Duration, SystemTime};
 pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
 /// The default bound on the on-disk directory: 256 MiB.
 pub const DEFAULT_DISK_LIMIT: u64 = 256 << 20;
-/// The on-disk entry format this build reads and writes.
-pub const DISK_FORMAT: u32 = 1;
+/// The on-disk entry format this build reads and writes (2: with the dependency list).
+pub const DISK_FORMAT: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"ELFJITOB";
 const HEADER_LEN: usize = 84;
@@ -68,13 +95,28 @@ const EXTENSION: &str = "obj";
 /// A hit refreshes an entry's mtime only when it is older than this (one syscall saved
 /// on the hot path for entries used again and again).
 const TOUCH_AFTER: Duration = Duration::from_secs(60);
+/// A temporary file this old belongs to a writer that died: removed.
+const STALE_AFTER: Duration = Duration::from_secs(3600);
+/// The most files one compile may have read and still be cached.
+const MAX_DEPENDENCIES: usize = 4096;
+/// The longest dependency path recorded.
+const MAX_DEPENDENCY_PATH: usize = 4096;
+/// The largest dependency file hashed (a header bigger than this is not cached against).
+const MAX_DEPENDENCY_FILE: u64 = 64 << 20;
+/// The largest dependency list in an entry.
+const MAX_DEPENDENCY_BLOCK: usize = MAX_DEPENDENCIES * (4 + MAX_DEPENDENCY_PATH + 32);
+/// The largest entry read: header, the largest object clang is allowed to write, and the
+/// largest dependency list.
+const MAX_ENTRY: u64 = (HEADER_LEN + MAX_OBJECT_SIZE + MAX_DEPENDENCY_BLOCK) as u64;
+/// The largest clang-version record read.
+const MAX_VERSION_RECORD: u64 = HEADER_LEN as u64 + 4096;
 
 /// Whether a compile was served from the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CacheStatus {
     /// Found (in memory or on disk); clang did not run.
     Hit,
-    /// Not found (or found corrupted): clang ran and the object was stored.
+    /// Not found (or found corrupted or stale): clang ran and the object was stored.
     Miss,
 }
 
@@ -100,7 +142,8 @@ pub struct CacheKey(pub [u8; 32]);
 
 impl CacheKey {
     /// The key of compiling `source` with `opts` on `host` by the clang whose
-    /// `--version` line is `version` (see the module documentation for what goes in).
+    /// `--version` line is `version` (see the module documentation for what goes in; the
+    /// files clang reads besides the source are checked against the entry, not keyed).
     pub fn new(source: &[u8], opts: &CompileOptions, host: HostInfo, version: &str) -> CacheKey {
         let args = clang_args(opts, host);
         let mut h = Sha256::new();
@@ -129,6 +172,75 @@ impl CacheKey {
     }
 }
 
+/// A file a compile read besides its source, and the SHA-256 of what it held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dependency {
+    /// The path clang reported (relative ones are relative to the working directory).
+    pub path: PathBuf,
+    /// SHA-256 of its contents.
+    pub sha256: [u8; 32],
+}
+
+/// The SHA-256 of the regular file at `path` (at most [`MAX_DEPENDENCY_FILE`] bytes) and
+/// its modification time; `None` if it cannot be read as one.
+fn hash_file(path: &Path) -> Option<([u8; 32], SystemTime)> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let bytes = bounded::read_to_end(&mut file, MAX_DEPENDENCY_FILE, Some(meta.len())).ok()?;
+    Some((Sha256::digest(&bytes).into(), meta.modified().ok()?))
+}
+
+/// The dependencies of a compile that started at `started`, or `None` (with a note) if
+/// the result must not be cached: a file cannot be read back, there are too many, or one
+/// was modified after the compile started (what clang read may not be what is hashed).
+fn record_dependencies(files: &[PathBuf], started: SystemTime) -> Option<Vec<Dependency>> {
+    if files.len() > MAX_DEPENDENCIES {
+        return None;
+    }
+    let mut deps = Vec::with_capacity(files.len());
+    for path in files {
+        let readable = path.as_os_str().len() <= MAX_DEPENDENCY_PATH;
+        let hashed = if readable { hash_file(path) } else { None };
+        let Some((sha256, modified)) = hashed else {
+            notes::once("compile cache", "dependency-unreadable", || {
+                format!(
+                    "not caching a compile: the file it read, {}, cannot be read back to \
+                     check it later",
+                    path.display()
+                )
+            });
+            return None;
+        };
+        if modified > started {
+            notes::once("compile cache", "dependency-changed", || {
+                format!(
+                    "not caching a compile: {} changed while it was being compiled",
+                    path.display()
+                )
+            });
+            return None;
+        }
+        deps.push(Dependency {
+            path: path.clone(),
+            sha256,
+        });
+    }
+    Some(deps)
+}
+
+/// Whether every dependency still holds what it held.
+fn dependencies_unchanged(deps: &[Dependency]) -> bool {
+    deps.iter()
+        .all(|d| hash_file(&d.path).is_some_and(|(h, _)| h == d.sha256))
+}
+
 /// What this machine's CPU is, for keys of `-march=native` compiles: the first
 /// processor's block of `/proc/cpuinfo` (model, flags, ...) without the lines that change
 /// from moment to moment or boot to boot (clock speed, BogoMIPS). Empty where there is no
@@ -136,7 +248,11 @@ impl CacheKey {
 fn cpu_fingerprint() -> &'static [u8] {
     static PRINT: OnceLock<Vec<u8>> = OnceLock::new();
     PRINT.get_or_init(|| {
-        let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let text = std::fs::File::open("/proc/cpuinfo")
+            .ok()
+            .and_then(|mut f| bounded::read_to_end(&mut f, 1 << 20, None).ok())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let mut out = String::new();
         for line in text.lines() {
             if line.trim().is_empty() {
@@ -178,11 +294,13 @@ fn clang_identity(path: &Path) -> Option<CacheKey> {
 }
 
 /// The on-disk object cache directory: `objects` under the cache directory the emulated
-/// runner uses (`$ELFJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/elfjit`, else
-/// `~/.cache/elfjit`).
+/// runner uses ([`crate::emulate::runner::cache_dir`]: `$ELFJIT_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/elfjit`, else `~/.cache/elfjit`, else `$TMPDIR/elfjit-<uid>`).
 pub fn default_dir() -> PathBuf {
-    crate::emulate::runner::cache_dir().join("objects")
+    crate::emulate::runner::cache_dir().join(OBJECTS)
 }
+
+const OBJECTS: &str = "objects";
 
 /// What [`clear_dir`] (or [`Cache::clear`]) removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -194,38 +312,45 @@ pub struct Cleared {
 }
 
 /// Removes every object cache entry (and leftover temporary file) in `dir`; other files
-/// are left alone. A missing directory is empty.
+/// are left alone. A missing directory is empty; a directory that is not yours alone is
+/// refused (an error) and left as it is.
 pub fn clear_dir(dir: &Path) -> Result<Cleared> {
-    let mut cleared = Cleared::default();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cleared),
-        Err(source) => {
+    clear_matching(dir, |name| is_entry_name(name) || is_temp_name(name))
+}
+
+/// Removes the files (and elfjit's work directories) of the private directory `dir`
+/// whose names `ours` accepts. A missing directory is empty; one that is not yours alone
+/// is refused, untouched.
+pub(crate) fn clear_matching(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<Cleared> {
+    let dir = match PrivateDir::open(dir, false) {
+        Ok(d) => d,
+        Err(Refused::Missing) => return Ok(Cleared::default()),
+        Err(e) => {
             return Err(Error::Io {
-                context: format!("cannot read the cache {}", dir.display()),
-                source,
+                context: format!("refusing to clear {}", dir.display()),
+                source: std::io::Error::other(e.to_string()),
             })
         }
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !(is_entry_name(&name) || is_temp_name(&name)) {
+    let io = |source| Error::Io {
+        context: format!("cannot clear {}", dir.path().display()),
+        source,
+    };
+    let mut cleared = Cleared::default();
+    for entry in dir.list().map_err(io)? {
+        let Some(name) = entry.name.to_str() else {
+            continue;
+        };
+        if !ours(name) {
             continue;
         }
-        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        match std::fs::remove_file(entry.path()) {
+        match dir.remove_tree(&entry.name) {
             Ok(()) => {
                 cleared.files += 1;
-                cleared.bytes += size;
+                cleared.bytes += entry.len;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(Error::Io {
-                    context: format!("cannot remove {}", entry.path().display()),
-                    source,
-                })
-            }
+            Err(e) => return Err(io(e)),
         }
     }
     Ok(cleared)
@@ -237,12 +362,16 @@ fn is_entry_name(name: &str) -> bool {
 }
 
 fn is_temp_name(name: &str) -> bool {
-    name.starts_with(".tmp-") && name.ends_with(".obj")
+    name.starts_with(TEMP_PREFIX)
 }
 
-/// An in-memory entry: the object and when it was last used.
+/// An object and the files it was compiled from, as found in memory.
+type Found = (Arc<[u8]>, Arc<[Dependency]>);
+
+/// An in-memory entry: the object, the files it was compiled from, when it was last used.
 struct Slot {
     object: Arc<[u8]>,
+    deps: Arc<[Dependency]>,
     used: u64,
 }
 
@@ -254,16 +383,22 @@ struct MemoryMap {
 }
 
 impl MemoryMap {
-    fn get(&mut self, key: &CacheKey) -> Option<Arc<[u8]>> {
+    fn get(&mut self, key: &CacheKey) -> Option<Found> {
         self.clock += 1;
         let clock = self.clock;
         self.entries.get_mut(key).map(|s| {
             s.used = clock;
-            s.object.clone()
+            (s.object.clone(), s.deps.clone())
         })
     }
 
-    fn insert(&mut self, key: CacheKey, object: Arc<[u8]>, limit: usize) {
+    fn remove(&mut self, key: &CacheKey) {
+        if let Some(s) = self.entries.remove(key) {
+            self.bytes -= s.object.len();
+        }
+    }
+
+    fn insert(&mut self, key: CacheKey, object: Arc<[u8]>, deps: Arc<[Dependency]>, limit: usize) {
         if object.len() > limit {
             return;
         }
@@ -273,6 +408,7 @@ impl MemoryMap {
             key,
             Slot {
                 object,
+                deps,
                 used: self.clock,
             },
         ) {
@@ -287,17 +423,28 @@ impl MemoryMap {
             else {
                 break;
             };
-            if let Some(s) = self.entries.remove(&oldest) {
-                self.bytes -= s.object.len();
-            }
+            self.remove(&oldest);
         }
     }
 }
 
+/// Whether the directory has been opened (and checked) yet.
+enum DirState {
+    /// Not yet, or it did not exist the last time.
+    Unopened,
+    Open(Arc<PrivateDir>),
+    /// Refused or unusable: not tried again by this cache.
+    Refused,
+}
+
 /// The on-disk half of a [`Cache`].
 struct Disk {
-    dir: PathBuf,
+    /// The objects directory.
+    path: PathBuf,
+    /// For [`Cache::from_env`]: the cache root, checked before `objects` in it.
+    root: Option<PathBuf>,
     limit: u64,
+    state: Mutex<DirState>,
     /// This process's estimate of the directory's size (`None` before the first scan).
     estimate: Mutex<Option<u64>>,
     writes: AtomicUsize,
@@ -327,8 +474,6 @@ impl Default for Cache {
     }
 }
 
-static UNIQUE: AtomicUsize = AtomicUsize::new(0);
-
 impl Cache {
     /// A cache in this process's memory only, bounded by [`DEFAULT_MEMORY_LIMIT`].
     pub fn in_memory() -> Cache {
@@ -339,13 +484,20 @@ impl Cache {
         }
     }
 
-    /// A cache in memory backed by the directory `dir` (created on first write), bounded
-    /// by [`DEFAULT_DISK_LIMIT`].
+    /// A cache in memory backed by the directory `dir` (created `0700` on first write),
+    /// bounded by [`DEFAULT_DISK_LIMIT`]. The directory is used only if it is yours alone
+    /// (see the module documentation).
     pub fn on_disk(dir: impl Into<PathBuf>) -> Cache {
+        Cache::with_disk(dir.into(), None)
+    }
+
+    fn with_disk(path: PathBuf, root: Option<PathBuf>) -> Cache {
         Cache {
             disk: Some(Disk {
-                dir: dir.into(),
+                path,
+                root,
                 limit: DEFAULT_DISK_LIMIT,
+                state: Mutex::new(DirState::Unopened),
                 estimate: Mutex::new(None),
                 writes: AtomicUsize::new(0),
             }),
@@ -353,9 +505,11 @@ impl Cache {
         }
     }
 
-    /// [`Cache::on_disk`] in [`default_dir`] (`$ELFJIT_CACHE_DIR/objects`, ...).
+    /// [`Cache::on_disk`] in [`default_dir`] (`$ELFJIT_CACHE_DIR/objects`, ...); the
+    /// cache root above it is checked too.
     pub fn from_env() -> Cache {
-        Cache::on_disk(default_dir())
+        let root = crate::emulate::runner::cache_dir();
+        Cache::with_disk(root.join(OBJECTS), Some(root))
     }
 
     /// The same cache with another bound on the in-memory map, in bytes (0 keeps nothing
@@ -376,7 +530,7 @@ impl Cache {
 
     /// The on-disk directory, if any.
     pub fn dir(&self) -> Option<&Path> {
-        self.disk.as_ref().map(|d| d.dir.as_path())
+        self.disk.as_ref().map(|d| d.path.as_path())
     }
 
     /// Compiles `source` for the host this process runs on (as [`Compiler::compile`]),
@@ -403,8 +557,11 @@ impl Cache {
         if let Some(object) = self.get(&key) {
             return Ok((object, CacheStatus::Hit));
         }
-        let object = compiler.compile_for_host(source, opts, host)?;
-        self.insert(key, &object);
+        let started = SystemTime::now();
+        let (object, files) = compiler.compile_with_dependencies(source, opts, host)?;
+        if let Some(deps) = record_dependencies(&files, started) {
+            self.insert_with_dependencies(key, &object, deps);
+        }
         Ok((object, CacheStatus::Miss))
     }
 
@@ -443,14 +600,15 @@ impl Cache {
             return Ok(v.clone());
         }
         let version = match disk
-            .read(&id)
-            .and_then(|b| String::from_utf8(b).ok())
+            .read(&id, MAX_VERSION_RECORD)
+            .filter(|(_, deps)| deps.is_empty())
+            .and_then(|(b, _)| String::from_utf8(b).ok())
             .filter(|v| !v.is_empty())
         {
             Some(v) => v,
             None => {
                 let v = compiler.version()?;
-                disk.write(&id, v.as_bytes());
+                disk.write(&id, v.as_bytes(), &[]);
                 v
             }
         };
@@ -461,25 +619,46 @@ impl Cache {
     }
 
     /// The object stored under `key`: from memory, else from disk (a valid entry is then
-    /// kept in memory too). A damaged disk entry is a miss.
+    /// kept in memory too). A damaged disk entry, or one whose recorded dependencies have
+    /// changed since, is a miss.
     pub fn get(&self, key: &CacheKey) -> Option<Vec<u8>> {
-        if let Some(o) = self.lock().get(key) {
-            return Some(o.to_vec());
+        let found = self.lock().get(key);
+        if let Some((object, deps)) = found {
+            if dependencies_unchanged(&deps) {
+                return Some(object.to_vec());
+            }
+            self.lock().remove(key);
+            return None;
         }
         let disk = self.disk.as_ref()?;
-        let object = disk.read(key)?;
-        self.lock()
-            .insert(*key, Arc::from(object.as_slice()), self.memory_limit);
+        let (object, deps) = disk.read(key, MAX_ENTRY)?;
+        if !dependencies_unchanged(&deps) {
+            return None;
+        }
+        self.lock().insert(
+            *key,
+            Arc::from(object.as_slice()),
+            Arc::from(deps),
+            self.memory_limit,
+        );
         Some(object)
     }
 
     /// Stores `object` under `key` in memory and, for a disk cache, in its directory
-    /// (best effort: a failed write is ignored).
+    /// (best effort: a failed write is said once, not returned), as a compile that read
+    /// no file but its source.
     pub fn insert(&self, key: CacheKey, object: &[u8]) {
+        self.insert_with_dependencies(key, object, Vec::new());
+    }
+
+    /// [`Cache::insert`] recording the files the compile read: the entry is used only
+    /// while each still holds what it held.
+    pub fn insert_with_dependencies(&self, key: CacheKey, object: &[u8], deps: Vec<Dependency>) {
+        let deps: Arc<[Dependency]> = Arc::from(deps);
         self.lock()
-            .insert(key, Arc::from(object), self.memory_limit);
+            .insert(key, Arc::from(object), deps.clone(), self.memory_limit);
         if let Some(disk) = &self.disk {
-            disk.write(&key, object);
+            disk.write(&key, object, &deps);
         }
     }
 
@@ -495,7 +674,7 @@ impl Cache {
             None => Ok(Cleared::default()),
             Some(d) => {
                 *d.estimate.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                clear_dir(&d.dir)
+                clear_dir(&d.path)
             }
         }
     }
@@ -508,7 +687,7 @@ impl Cache {
 
     /// The path of `key`'s entry on disk (whether it exists or not), for a disk cache.
     pub fn entry_path(&self, key: &CacheKey) -> Option<PathBuf> {
-        self.disk.as_ref().map(|d| d.path(key))
+        self.disk.as_ref().map(|d| d.path.join(entry_name(key)))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MemoryMap> {
@@ -516,124 +695,255 @@ impl Cache {
     }
 }
 
-/// The header and object of an entry.
+fn entry_name(key: &CacheKey) -> String {
+    format!("{}.{EXTENSION}", key.hex())
+}
+
+/// The dependency list as stored after the object.
+fn encode_dependencies(deps: &[Dependency]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for d in deps {
+        let path = d.path.as_os_str().as_bytes();
+        out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+        out.extend_from_slice(path);
+        out.extend_from_slice(&d.sha256);
+    }
+    out
+}
+
+fn decode_dependencies(mut bytes: &[u8]) -> Option<Vec<Dependency>> {
+    let mut deps = Vec::new();
+    while !bytes.is_empty() {
+        if deps.len() >= MAX_DEPENDENCIES {
+            return None;
+        }
+        let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        if len > MAX_DEPENDENCY_PATH {
+            return None;
+        }
+        let path = bytes.get(4..4 + len)?;
+        let sha256: [u8; 32] = bytes.get(4 + len..4 + len + 32)?.try_into().ok()?;
+        deps.push(Dependency {
+            path: PathBuf::from(OsStr::from_bytes(path)),
+            sha256,
+        });
+        bytes = bytes.get(4 + len + 32..)?;
+    }
+    Some(deps)
+}
+
+/// The header of an entry holding `object` and the encoded dependency list `deps`.
+fn encode_header(key: &CacheKey, object: &[u8], deps: &[u8]) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    let mut sha = Sha256::new();
+    sha.update(object);
+    sha.update(deps);
+    let fields: [&[u8]; 5] = [
+        MAGIC,
+        &DISK_FORMAT.to_le_bytes(),
+        &key.0,
+        &(object.len() as u64).to_le_bytes(),
+        &sha.finalize(),
+    ];
+    let mut at = 0;
+    for f in fields {
+        if let Some(dst) = h.get_mut(at..at + f.len()) {
+            dst.copy_from_slice(f);
+        }
+        at += f.len();
+    }
+    h
+}
+
+/// The whole entry (tests, and writers of forged entries in tests).
+#[cfg(test)]
 fn encode_entry(key: &CacheKey, object: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_LEN + object.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&DISK_FORMAT.to_le_bytes());
-    out.extend_from_slice(&key.0);
-    out.extend_from_slice(&(object.len() as u64).to_le_bytes());
-    out.extend_from_slice(&Sha256::digest(object));
+    let mut out = encode_header(key, object, &[]).to_vec();
     out.extend_from_slice(object);
     out
 }
 
-/// The object of an entry if every header field checks out against `key` and the bytes.
-fn decode_entry(key: &CacheKey, mut file: Vec<u8>) -> Option<Vec<u8>> {
+/// The object and dependencies of an entry if every header field checks out against
+/// `key` and the bytes.
+fn decode_entry(key: &CacheKey, mut file: Vec<u8>) -> Option<(Vec<u8>, Vec<Dependency>)> {
     let header = file.get(..HEADER_LEN)?;
-    let len = u64::from_le_bytes(header.get(44..52)?.try_into().ok()?);
+    let len = usize::try_from(u64::from_le_bytes(header.get(44..52)?.try_into().ok()?)).ok()?;
+    let end = HEADER_LEN.checked_add(len)?;
     let valid = header.get(..8)? == MAGIC
         && header.get(8..12)? == DISK_FORMAT.to_le_bytes()
         && header.get(12..44)? == key.0
-        && u64::try_from(file.len() - HEADER_LEN).ok()? == len
+        && end <= file.len()
         && header.get(52..84)? == Sha256::digest(file.get(HEADER_LEN..)?).as_slice();
     if !valid {
         return None;
     }
+    let deps = decode_dependencies(file.get(end..)?)?;
+    file.truncate(end);
     file.drain(..HEADER_LEN);
-    Some(file)
+    Some((file, deps))
+}
+
+/// What a scan of the directory found.
+struct Scanned {
+    /// Entries: (name, size, last use).
+    entries: Vec<(std::ffi::OsString, u64, SystemTime)>,
+    /// Bytes in live temporary files (writers at work).
+    temporary: u64,
 }
 
 impl Disk {
-    fn path(&self, key: &CacheKey) -> PathBuf {
-        self.dir.join(format!("{}.{EXTENSION}", key.hex()))
+    /// The checked directory, opening it on first use (creating it if `create`). A
+    /// refusal is said once and remembered; a missing directory is retried later.
+    fn dir(&self, create: bool) -> Option<Arc<PrivateDir>> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &*state {
+            DirState::Open(d) => return Some(d.clone()),
+            DirState::Refused => return None,
+            DirState::Unopened => {}
+        }
+        let opened = match &self.root {
+            Some(root) => PrivateDir::open(root, create).and_then(|r| r.subdir(OBJECTS, create)),
+            None => PrivateDir::open(&self.path, create),
+        };
+        match opened {
+            Ok(d) => {
+                let d = Arc::new(d);
+                *state = DirState::Open(d.clone());
+                Some(d)
+            }
+            Err(Refused::Missing) if !create => None,
+            Err(Refused::Unsafe { reason, why }) => {
+                notes::once("compile cache", reason, || {
+                    format!(
+                        "not using the compile cache: {why}; whoever can write a cache \
+                         directory can make elfjit run their code"
+                    )
+                });
+                *state = DirState::Refused;
+                None
+            }
+            Err(e) => {
+                if create {
+                    self.cannot_write(&e.to_string());
+                    *state = DirState::Refused;
+                }
+                None
+            }
+        }
     }
 
-    fn read(&self, key: &CacheKey) -> Option<Vec<u8>> {
-        let mut file = std::fs::File::open(self.path(key)).ok()?;
-        let meta = file.metadata().ok()?;
-        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
-        file.read_to_end(&mut bytes).ok()?;
-        let object = decode_entry(key, bytes)?;
-        let stale = meta
-            .modified()
-            .ok()
-            .and_then(|m| SystemTime::now().duration_since(m).ok())
-            .is_some_and(|age| age > TOUCH_AFTER);
+    fn cannot_write(&self, why: &str) {
+        notes::once("compile cache", "cannot-write", || {
+            format!(
+                "cannot write to the compile cache {}: {why}; compiles are not being cached",
+                self.path.display()
+            )
+        });
+    }
+
+    /// The object and dependencies of `key`'s entry, if it passes every check and is at
+    /// most `limit` bytes.
+    fn read(&self, key: &CacheKey, limit: u64) -> Option<(Vec<u8>, Vec<Dependency>)> {
+        let dir = self.dir(false)?;
+        let name = entry_name(key);
+        let mut checked = match dir.open_file(&name, limit) {
+            Ok(f) => f,
+            Err(Refused::Unsafe { reason, why }) => {
+                notes::once("compile cache entry", reason, || {
+                    format!("ignoring a compile cache entry: {why}")
+                });
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let bytes = bounded::read_to_end(&mut checked.file, limit, Some(checked.len)).ok()?;
+        let entry = decode_entry(key, bytes)?;
+        let stale = SystemTime::now()
+            .duration_since(checked.modified)
+            .is_ok_and(|age| age > TOUCH_AFTER);
         if stale {
-            // Recently used: the last to be evicted. Failure only costs LRU accuracy.
-            let _ = file.set_modified(SystemTime::now());
+            // Recently used: the last to be evicted.
+            PrivateDir::touch(&checked.file);
         }
-        Some(object)
+        Some(entry)
     }
 
-    fn write(&self, key: &CacheKey, object: &[u8]) {
-        if std::fs::create_dir_all(&self.dir).is_err() {
+    fn write(&self, key: &CacheKey, object: &[u8], deps: &[Dependency]) {
+        let Some(dir) = self.dir(true) else {
             return;
+        };
+        let deps = encode_dependencies(deps);
+        let header = encode_header(key, object, &deps);
+        match dir.write_file(&entry_name(key), &[&header, object, &deps], 0o600) {
+            Ok(n) => self.account(&dir, n),
+            Err(e) => self.cannot_write(&e.to_string()),
         }
-        let entry = encode_entry(key, object);
-        let temp = self.dir.join(format!(
-            ".tmp-{}-{}-{}.{EXTENSION}",
-            std::process::id(),
-            UNIQUE.fetch_add(1, Ordering::Relaxed),
-            &key.hex()[..16]
-        ));
-        let written =
-            std::fs::write(&temp, &entry).and_then(|()| std::fs::rename(&temp, self.path(key)));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
-            return;
-        }
-        self.account(entry.len() as u64);
     }
 
     /// Adds a write to this process's estimate of the directory's size and evicts when
     /// it passes the limit. The directory is scanned on the first write, when the
     /// estimate passes the limit, and every 256 writes (to see other processes' writes).
-    fn account(&self, written: u64) {
+    fn account(&self, dir: &PrivateDir, written: u64) {
         let mut estimate = self.estimate.lock().unwrap_or_else(|p| p.into_inner());
         let rescan = self.writes.fetch_add(1, Ordering::Relaxed) % 256 == 255;
         let total = match *estimate {
             Some(e) if !rescan => e + written,
-            _ => self.scan().iter().map(|e| e.1).sum(),
+            _ => {
+                let s = self.scan(dir);
+                s.temporary + s.entries.iter().map(|e| e.1).sum::<u64>()
+            }
         };
         *estimate = Some(if total > self.limit {
-            self.evict()
+            self.evict(dir)
         } else {
             total
         });
     }
 
-    /// The entries in the directory: (path, size, last use).
-    fn scan(&self) -> Vec<(PathBuf, u64, SystemTime)> {
-        let Ok(dir) = std::fs::read_dir(&self.dir) else {
-            return Vec::new();
+    /// The entries in the directory, and the size of live temporary files; temporary
+    /// files older than [`STALE_AFTER`] are removed.
+    fn scan(&self, dir: &PrivateDir) -> Scanned {
+        let mut scanned = Scanned {
+            entries: Vec::new(),
+            temporary: 0,
         };
-        dir.flatten()
-            .filter(|e| is_entry_name(&e.file_name().to_string_lossy()))
-            .filter_map(|e| {
-                let m = e.metadata().ok()?;
-                Some((
-                    e.path(),
-                    m.len(),
-                    m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-                ))
-            })
-            .collect()
+        let Ok(listing) = dir.list() else {
+            return scanned;
+        };
+        let now = SystemTime::now();
+        for l in listing {
+            let Some(name) = l.name.to_str() else {
+                continue;
+            };
+            if is_entry_name(name) && !l.is_dir {
+                scanned.entries.push((l.name.clone(), l.len, l.modified));
+            } else if is_temp_name(name) {
+                let stale = now
+                    .duration_since(l.modified)
+                    .is_ok_and(|age| age > STALE_AFTER);
+                if !(stale && dir.remove_tree(&l.name).is_ok()) {
+                    scanned.temporary += l.len;
+                }
+            }
+        }
+        scanned
     }
 
     /// Removes least recently used entries until the directory is under 90 % of its
     /// limit; returns the size left.
-    fn evict(&self) -> u64 {
-        let mut entries = self.scan();
+    fn evict(&self, dir: &PrivateDir) -> u64 {
+        let Scanned {
+            mut entries,
+            temporary,
+        } = self.scan(dir);
         entries.sort_by_key(|e| e.2);
-        let mut total: u64 = entries.iter().map(|e| e.1).sum();
+        let mut total: u64 = temporary + entries.iter().map(|e| e.1).sum::<u64>();
         let target = self.limit / 10 * 9;
-        for (path, size, _) in entries {
+        for (name, size, _) in entries {
             if total <= target {
                 break;
             }
-            match std::fs::remove_file(&path) {
+            match dir.remove(&name) {
                 Ok(()) => total -= size,
                 // Another process evicted it first.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => total -= size,
@@ -652,46 +962,77 @@ mod tests {
         CacheKey([n; 32])
     }
 
+    fn object_of(key: &CacheKey, file: Vec<u8>) -> Option<Vec<u8>> {
+        decode_entry(key, file).map(|(object, _)| object)
+    }
+
     #[test]
     fn entry_round_trip_and_every_damage_is_refused() {
         let obj = b"\x7fELF not really an object".to_vec();
         let good = encode_entry(&key(1), &obj);
-        assert_eq!(decode_entry(&key(1), good.clone()), Some(obj.clone()));
+        assert_eq!(object_of(&key(1), good.clone()), Some(obj.clone()));
         // Another key's file under this name.
-        assert_eq!(decode_entry(&key(2), good.clone()), None);
+        assert_eq!(object_of(&key(2), good.clone()), None);
         // Truncated anywhere, including inside the header.
         for cut in [0, 7, HEADER_LEN - 1, HEADER_LEN, good.len() - 1] {
-            assert_eq!(decode_entry(&key(1), good[..cut].to_vec()), None, "{cut}");
+            assert_eq!(object_of(&key(1), good[..cut].to_vec()), None, "{cut}");
         }
         // Trailing garbage.
         let mut long = good.clone();
         long.push(0);
-        assert_eq!(decode_entry(&key(1), long), None);
+        assert_eq!(object_of(&key(1), long), None);
         // Any flipped bit.
         for i in 0..good.len() {
             let mut bad = good.clone();
             bad[i] ^= 0x10;
-            assert_eq!(decode_entry(&key(1), bad), None, "byte {i}");
+            assert_eq!(object_of(&key(1), bad), None, "byte {i}");
         }
+    }
+
+    #[test]
+    fn dependencies_round_trip_inside_the_checksum() {
+        let deps = vec![
+            Dependency {
+                path: PathBuf::from("/usr/include/stdint.h"),
+                sha256: [7; 32],
+            },
+            Dependency {
+                path: PathBuf::from("rel dir/k.h"),
+                sha256: [9; 32],
+            },
+        ];
+        let obj = b"object".to_vec();
+        let tail = encode_dependencies(&deps);
+        let mut file = encode_header(&key(3), &obj, &tail).to_vec();
+        file.extend_from_slice(&obj);
+        file.extend_from_slice(&tail);
+        assert_eq!(decode_entry(&key(3), file.clone()), Some((obj, deps)));
+        // The list is covered by the checksum, and must parse to its end.
+        let last = file.len() - 1;
+        file[last] ^= 1;
+        assert_eq!(decode_entry(&key(3), file), None);
+        assert_eq!(decode_dependencies(&[1, 0, 0]), None);
+        assert_eq!(decode_dependencies(&[0xff, 0xff, 0, 0]), None);
     }
 
     #[test]
     fn memory_map_evicts_least_recently_used() {
         let mut m = MemoryMap::default();
         let obj = |n: usize| Arc::from(vec![0u8; n]);
-        m.insert(key(1), obj(40), 100);
-        m.insert(key(2), obj(40), 100);
+        let none = || Arc::from(Vec::new());
+        m.insert(key(1), obj(40), none(), 100);
+        m.insert(key(2), obj(40), none(), 100);
         assert!(m.get(&key(1)).is_some()); // 2 is now the oldest
-        m.insert(key(3), obj(40), 100);
+        m.insert(key(3), obj(40), none(), 100);
         assert!(m.get(&key(2)).is_none());
         assert!(m.get(&key(1)).is_some() && m.get(&key(3)).is_some());
         assert_eq!(m.bytes, 80);
         // Too big to keep at all.
-        m.insert(key(4), obj(101), 100);
+        m.insert(key(4), obj(101), none(), 100);
         assert!(m.get(&key(4)).is_none());
         assert_eq!(m.bytes, 80);
         // Replacing an entry does not count it twice.
-        m.insert(key(1), obj(10), 100);
+        m.insert(key(1), obj(10), none(), 100);
         assert_eq!(m.bytes, 50);
     }
 
@@ -701,6 +1042,7 @@ mod tests {
         assert!(!is_entry_name("runner-x86_64-7695560413c5a923"));
         assert!(!is_entry_name("abc.obj"));
         assert!(is_temp_name(".tmp-1-2-0123456789abcdef.obj"));
+        assert!(is_temp_name(".tmp-0123456789abcdef"));
         assert_eq!(CacheStatus::Hit.to_string(), "hit");
         assert_eq!(CacheStatus::Miss.name(), "miss");
     }

@@ -1,19 +1,30 @@
 //! Finding clang and running it on a pipe: source on stdin, ELF object on stdout.
 //!
-//! No temporary file is ever written. The source is fed from one thread and stdout and
-//! stderr are drained by two more, so neither side can block on a full pipe; the child
-//! is always reaped, and killed (with any process it started) when it overruns the timeout.
+//! No temporary file is ever written. clang runs through [`crate::child`]: its own process
+//! group, one thread polling stdin, stdout and stderr so neither side can block on a full
+//! pipe, every output bounded ([`MAX_OBJECT_SIZE`], [`MAX_DIAGNOSTICS`]), the whole group
+//! killed when it overruns the timeout, and always reaped.
 
+use crate::bounded::describe_size;
+use crate::child::{self, deadline_after, Failure, Finished, SideArgs, Spec, Stream};
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 use elfjit_core::Arch;
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, OnceLock};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The most object bytes read from clang: the largest image the core plans
+/// ([`elfjit_core::plan::MAX_IMAGE_SIZE`]) plus 64 MiB for the object's own tables. More
+/// stops clang (its process group is killed) and is an error.
+pub const MAX_OBJECT_SIZE: usize = (elfjit_core::plan::MAX_IMAGE_SIZE as usize) + (64 << 20);
+/// The most diagnostics read from clang's stderr; the head is kept and reported.
+pub const MAX_DIAGNOSTICS: usize = 4 << 20;
+/// The most bytes of `clang --version` output read.
+const MAX_VERSION_OUTPUT: usize = 64 << 10;
+/// The most bytes of dependency list (`-MD`) read for the compile cache.
+const MAX_DEPENDENCY_LIST: usize = 1 << 20;
 
 /// The language of a kernel's source text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,6 +74,11 @@ pub struct CompileOptions {
     pub opt_level: u8,
     /// Extra clang arguments appended after the table's flags (e.g. `-DN=16`).
     pub extra_flags: Vec<String>,
+    /// DWARF debug information (`-g`): source lines for debuggers and `perf annotate`.
+    pub debug_info: bool,
+    /// Unwind tables (`-funwind-tables`), so panics and backtraces from callbacks unwind
+    /// through the kernel (the loaded `.eh_frame` is registered with the unwinder).
+    pub unwind_tables: bool,
 }
 
 impl CompileOptions {
@@ -73,8 +89,30 @@ impl CompileOptions {
             target,
             opt_level: 2,
             extra_flags: Vec::new(),
+            debug_info: false,
+            unwind_tables: false,
         }
     }
+}
+
+/// C `source` prefixed with a `#line 1 "<path>"` directive naming `path` (made absolute),
+/// so that debug information compiled from a pipe names the file it came from.
+pub fn with_file_name(source: &[u8], path: &Path) -> Vec<u8> {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut escaped = String::new();
+    for c in absolute.to_string_lossy().chars() {
+        match c {
+            '"' | '\\' => {
+                escaped.push('\\');
+                escaped.push(c);
+            }
+            '\n' | '\r' => escaped.push('?'),
+            c => escaped.push(c),
+        }
+    }
+    let mut out = format!("#line 1 \"{escaped}\"\n").into_bytes();
+    out.extend_from_slice(source);
+    out
 }
 
 /// The default limit on one clang run.
@@ -89,8 +127,12 @@ pub struct Compiler {
 }
 
 impl Compiler {
-    /// Finds clang: `ELFJIT_CLANG` if set (an error if it does not run), else `clang` in
-    /// PATH, else the newest `clang-NN` in PATH.
+    /// Finds clang: `ELFJIT_CLANG` if set (an error if it does not run), else the first
+    /// `clang` in PATH, else a versioned `clang-NN`: the first directory in PATH that
+    /// holds one decides, and within it the highest NN (written without leading zeros)
+    /// wins. PATH order is the user's order of preference, so a directory late in PATH
+    /// never overrides an earlier one, and the choice does not depend on the order a
+    /// directory lists its files in.
     pub fn find() -> Result<Compiler> {
         Compiler::find_with(
             std::env::var_os("ELFJIT_CLANG").as_deref(),
@@ -135,7 +177,7 @@ impl Compiler {
         {
             return Ok(Compiler::new(path));
         }
-        if let Some(path) = newest_versioned_clang(&dirs) {
+        if let Some(path) = versioned_clang(&dirs) {
             return Ok(Compiler::new(path));
         }
         let path_desc = match path_env {
@@ -170,7 +212,8 @@ impl Compiler {
         }
     }
 
-    /// The same compiler with a different limit per clang run.
+    /// The same compiler with a different limit per clang run (one too large to add to
+    /// the current time, such as [`Duration::MAX`], is no limit).
     pub fn with_timeout(mut self, timeout: Duration) -> Compiler {
         self.timeout = timeout;
         self
@@ -191,7 +234,13 @@ impl Compiler {
         if let Some(v) = self.version.get() {
             return Ok(v.clone());
         }
-        let out = self.run(&[OsString::from("--version")], &[])?;
+        let out = self.run(
+            vec![OsString::from("--version")],
+            &[],
+            "output",
+            MAX_VERSION_OUTPUT,
+            None,
+        )?;
         let text = String::from_utf8_lossy(&out.stdout);
         let first = text.lines().next().unwrap_or("").trim().to_string();
         if !out.status.success() || first.is_empty() {
@@ -217,12 +266,48 @@ impl Compiler {
         opts: &CompileOptions,
         host: HostInfo,
     ) -> Result<Vec<u8>> {
+        self.compile_inner(source, opts, host, false)
+            .map(|(object, _)| object)
+    }
+
+    /// [`Compiler::compile_for_host`], also returning the files clang read besides the
+    /// source (`#include`d headers, `#embed`ded data), from its `-MD` dependency output
+    /// written to a pipe. LLVM IR reads no other file: the list is empty.
+    pub fn compile_with_dependencies(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+        self.compile_inner(source, opts, host, opts.lang == Lang::C)
+    }
+
+    fn compile_inner(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+        dependencies: bool,
+    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
         let mut args: Vec<OsString> = clang_args(opts, host)
             .into_iter()
             .map(OsString::from)
             .collect();
         args.extend(["-", "-o", "-"].map(OsString::from));
-        let out = self.run(&args, source)?;
+        let side = |pipe: &Path| -> Vec<OsString> {
+            ["-MD", "-MT", "x", "-MF"]
+                .iter()
+                .map(OsString::from)
+                .chain([pipe.as_os_str().to_os_string()])
+                .collect()
+        };
+        let out = self.run(
+            args,
+            source,
+            "object",
+            MAX_OBJECT_SIZE,
+            dependencies.then_some(&side as &SideArgs),
+        )?;
         if !out.status.success() {
             return Err(Error::ClangFailed {
                 clang: self.path.clone(),
@@ -237,175 +322,127 @@ impl Compiler {
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
             });
         }
-        Ok(out.stdout)
+        let files = parse_dependencies(&out.side);
+        Ok((out.stdout, files))
     }
 
-    /// Runs clang with `args`, `input` on stdin, collecting stdout and stderr, within the
-    /// timeout.
-    fn run(&self, args: &[OsString], input: &[u8]) -> Result<Output> {
-        let io_err = |context: String| {
-            let clang = self.path.display().to_string();
-            move |source| Error::Io {
-                context: format!("{context} {clang}"),
+    /// Runs clang with `args` and nothing on stdin (a link: the dlopen-fallback's
+    /// `clang -shared`), bounded like every clang run; the caller reads the status.
+    #[cfg_attr(not(feature = "dlopen-fallback"), allow(dead_code))]
+    pub(crate) fn run_plain(&self, args: Vec<OsString>) -> Result<Finished> {
+        self.run(args, &[], "output", MAX_VERSION_OUTPUT, None)
+    }
+
+    /// Runs clang with `args`, `input` on stdin, collecting at most `stdout_limit`
+    /// bytes of `what` from stdout, [`MAX_DIAGNOSTICS`] from stderr and, with `side`, a
+    /// dependency list, within the timeout (see [`crate::child`]).
+    fn run(
+        &self,
+        args: Vec<OsString>,
+        input: &[u8],
+        what: &str,
+        stdout_limit: usize,
+        side: Option<&SideArgs>,
+    ) -> Result<Finished> {
+        let parts: [&[u8]; 1] = [input];
+        let mut spec = Spec::new(&self.path, args);
+        spec.input = if input.is_empty() { &[] } else { &parts };
+        spec.stdout_limit = stdout_limit;
+        spec.stderr_limit = MAX_DIAGNOSTICS;
+        spec.side_channel = side.map(|s| (MAX_DEPENDENCY_LIST, s));
+        spec.deadline = deadline_after(self.timeout);
+        child::run(&spec).map_err(|f| self.failure(f, what))
+    }
+
+    /// The error for a clang run that did not finish by itself.
+    fn failure(&self, f: Failure, what: &str) -> Error {
+        let clang = self.path.clone();
+        match f {
+            Failure::Spawn(source) => Error::Io {
+                context: format!("cannot start {}", clang.display()),
                 source,
-            }
-        };
-        let mut cmd = Command::new(&self.path);
-        cmd.args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            // Own process group, so a timeout can kill anything clang started too.
-            cmd.process_group(0);
-        }
-        let mut child = cmd.spawn().map_err(io_err("cannot start".into()))?;
-
-        // Take all three pipes; each is closed when its thread finishes with it.
-        let (stdin, stdout, stderr) =
-            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
-                (Some(i), Some(o), Some(e)) => (i, o, e),
-                _ => {
-                    kill_and_reap(&mut child);
-                    return Err(Error::Io {
-                        context: format!("cannot open pipes to {}", self.path.display()),
-                        source: std::io::Error::other("missing pipe"),
-                    });
-                }
-            };
-
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        thread::scope(|scope| {
-            let writer = scope.spawn(move || {
-                let mut stdin = stdin;
-                let r = stdin.write_all(input);
-                drop(stdin); // EOF for clang
-                r
-            });
-            let out_tx = done_tx.clone();
-            let out_reader = thread::spawn(move || {
-                let r = read_all(stdout);
-                let _ = out_tx.send(());
-                r
-            });
-            let err_reader = thread::spawn(move || {
-                let r = read_all(stderr);
-                let _ = done_tx.send(());
-                r
-            });
-
-            let deadline = Instant::now() + self.timeout;
-            // Both pipes reach EOF when clang exits (or closes them); then reap it.
-            let mut open = 2;
-            let mut status = None;
-            while open > 0 {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match done_rx.recv_timeout(left) {
-                    Ok(()) => open -= 1,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                    Err(mpsc::RecvTimeoutError::Timeout) => break,
-                }
-            }
-            if open == 0 {
-                status = wait_until(&mut child, deadline);
-            }
-            let status = match status {
-                Some(Ok(s)) => s,
-                Some(Err(e)) => {
-                    kill_and_reap(&mut child);
-                    return Err(io_err("cannot wait for".into())(e));
-                }
-                None => {
-                    kill_and_reap(&mut child);
-                    // The readers end now that the process group is dead; the writer
-                    // ends with EPIPE. Detach the reader threads rather than risk
-                    // blocking on a pipe some stray process still holds.
-                    let _ = writer.join();
-                    return Err(Error::ClangTimeout {
-                        clang: self.path.clone(),
-                        timeout: self.timeout,
-                    });
-                }
-            };
-            let written = writer.join();
-            let stdout =
-                join_reader(out_reader).map_err(io_err("cannot read the output of".into()))?;
-            let stderr =
-                join_reader(err_reader).map_err(io_err("cannot read the errors of".into()))?;
-            match written {
-                Ok(Ok(())) => {}
-                // clang may exit before reading all of stdin (e.g. bad flags): its
-                // status and stderr tell the real story.
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                Ok(Err(e)) => return Err(io_err("cannot write the source to".into())(e)),
-                Err(_) => {
-                    return Err(Error::Io {
-                        context: format!("writing the source to {}", self.path.display()),
-                        source: std::io::Error::other("writer thread panicked"),
-                    })
-                }
-            }
-            Ok(Output {
-                status,
-                stdout,
+            },
+            Failure::TimedOut { .. } => Error::ClangTimeout {
+                clang,
+                timeout: self.timeout,
+            },
+            Failure::TooMuchOutput {
+                stream,
+                limit,
                 stderr,
-            })
-        })
-    }
-}
-
-struct Output {
-    status: ExitStatus,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
-fn read_all(mut r: impl Read) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    r.read_to_end(&mut buf)?;
-    Ok(buf)
-}
-
-fn join_reader(h: thread::JoinHandle<std::io::Result<Vec<u8>>>) -> std::io::Result<Vec<u8>> {
-    h.join()
-        .unwrap_or_else(|_| Err(std::io::Error::other("reader thread panicked")))
-}
-
-/// Waits for the child until `deadline`; `None` when the deadline passed first.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::io::Result<ExitStatus>> {
-    let mut nap = Duration::from_micros(50);
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => return Some(Ok(s)),
-            Ok(None) => {}
-            Err(e) => return Some(Err(e)),
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return None;
-        }
-        thread::sleep(nap.min(deadline - now));
-        nap = (nap * 2).min(Duration::from_millis(20));
-    }
-}
-
-/// Kills the child (and, on Unix, its process group) and reaps it.
-fn kill_and_reap(child: &mut Child) {
-    #[cfg(unix)]
-    {
-        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-            // SAFETY: kill(2) has no memory-safety preconditions. The child has not been
-            // reaped yet (we reap it below), so its pid, which is also its process group
-            // id (`process_group(0)`), cannot have been reused.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
+            } => {
+                let status = match stream {
+                    Stream::Stdout => format!(
+                        "it wrote more than {limit} bytes of {what} and was stopped; the \
+                         largest image elfjit loads is {}",
+                        describe_size(elfjit_core::plan::MAX_IMAGE_SIZE)
+                    ),
+                    Stream::Stderr => format!(
+                        "it wrote more than {limit} bytes of diagnostics and was stopped; \
+                         the first ones follow"
+                    ),
+                    Stream::Side => {
+                        format!("its list of included files is longer than {limit} bytes")
+                    }
+                };
+                Error::ClangFailed {
+                    clang,
+                    status,
+                    stderr: String::from_utf8_lossy(&stderr).into_owned(),
+                }
             }
+            Failure::OutOfMemory { stream, bytes } => Error::Memory(format!(
+                "cannot allocate {bytes} bytes for the {stream:?} of {}",
+                clang.display()
+            )),
+            Failure::Io(source) => Error::Io {
+                context: format!("cannot talk to {}", clang.display()),
+                source,
+            },
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+}
+
+/// The files a make-style dependency rule (`-MD -MF`, target `x`) names, in order,
+/// without stdin. Clang escapes a space as `\ `, `#` as `\#` and `$` as `$$`, and
+/// continues lines with a trailing backslash.
+pub fn parse_dependencies(text: &[u8]) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    // Everything after the first unescaped `: ` (the target is ours and plain).
+    let body = text
+        .windows(2)
+        .position(|w| w == b": " || w == b":\n")
+        .and_then(|i| text.get(i + 1..))
+        .unwrap_or_default();
+    let mut files = Vec::new();
+    let mut word: Vec<u8> = Vec::new();
+    let mut bytes = body.iter().copied().peekable();
+    let mut flush = |word: &mut Vec<u8>| {
+        if !word.is_empty() && word != b"-" && word != b"<stdin>" {
+            files.push(PathBuf::from(OsString::from_vec(std::mem::take(word))));
+        }
+        word.clear();
+    };
+    while let Some(b) = bytes.next() {
+        match (b, bytes.peek().copied()) {
+            (b'\\', Some(b'\n')) => {
+                bytes.next();
+                flush(&mut word);
+            }
+            (b'\\', Some(c @ (b' ' | b'#' | b'\\'))) => {
+                bytes.next();
+                word.push(c);
+            }
+            (b'$', Some(b'$')) => {
+                bytes.next();
+                word.push(b'$');
+            }
+            (b' ' | b'\t' | b'\n' | b'\r', _) => flush(&mut word),
+            (b, _) => word.push(b),
+        }
+    }
+    flush(&mut word);
+    files
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -426,19 +463,22 @@ fn is_executable(path: &Path) -> bool {
     }
 }
 
-/// The `clang-NN` with the highest NN across `dirs` (the earliest directory wins a tie).
-fn newest_versioned_clang(dirs: &[PathBuf]) -> Option<PathBuf> {
-    let mut best: Option<(u32, PathBuf)> = None;
+/// The versioned clang to use: in the first of `dirs` that has an executable
+/// `clang-NN` (NN decimal, no leading zero), the highest NN.
+fn versioned_clang(dirs: &[PathBuf]) -> Option<PathBuf> {
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
+        let mut best: Option<(u32, PathBuf)> = None;
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(version) = name
                 .to_str()
                 .and_then(|n| n.strip_prefix("clang-"))
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .filter(|v| {
+                    !v.is_empty() && !v.starts_with('0') && v.bytes().all(|b| b.is_ascii_digit())
+                })
                 .and_then(|v| v.parse::<u32>().ok())
             else {
                 continue;
@@ -449,14 +489,18 @@ fn newest_versioned_clang(dirs: &[PathBuf]) -> Option<PathBuf> {
             }
             best = Some((version, path));
         }
+        if let Some((_, path)) = best {
+            return Some(path);
+        }
     }
-    best.map(|(_, p)| p)
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
 
     fn scratch_dir(tag: &str) -> PathBuf {
         static N: AtomicUsize = AtomicUsize::new(0);
@@ -498,8 +542,17 @@ mod tests {
         script(&b, "clang-19", "exit 0");
         script(&b, "clang-19x", "exit 0");
         std::fs::write(b.join("clang-42"), "not executable").unwrap();
+        // PATH order decides (issue 12: a later directory's higher number used to win);
+        // within a directory the highest version does.
         let path = std::env::join_paths([&a, &b]).unwrap();
         let c = Compiler::find_with(None, Some(&path)).unwrap();
+        assert_eq!(c.path(), a.join("clang-17"));
+        let reversed = std::env::join_paths([&b, &a]).unwrap();
+        let c = Compiler::find_with(None, Some(&reversed)).unwrap();
+        assert_eq!(c.path(), b.join("clang-19"));
+        // A leading zero is not a version: `clang-019` never competes with `clang-19`.
+        script(&b, "clang-0190", "exit 0");
+        let c = Compiler::find_with(None, Some(&reversed)).unwrap();
         assert_eq!(c.path(), b.join("clang-19"));
         script(&b, "clang", "exit 0");
         let c = Compiler::find_with(None, Some(&path)).unwrap();
@@ -536,6 +589,64 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, Error::ClangTimeout { .. }), "{err}");
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_timeout_too_large_to_represent_is_no_limit() {
+        let d = scratch_dir("maxtimeout");
+        let echo = script(&d, "echo", "cat");
+        let out = Compiler::at(&echo)
+            .unwrap()
+            .with_timeout(Duration::MAX)
+            .compile(b"int x;", &CompileOptions::new(Lang::C, Arch::X86_64))
+            .unwrap();
+        assert_eq!(out, b"int x;");
+    }
+
+    #[test]
+    fn dependency_lists_are_parsed() {
+        let deps = parse_dependencies(
+            b"x: /usr/lib/clang/19/include/stdint.h my\\ h.h \\\n  /a/b\\#c.h $$HOME.h -\n",
+        );
+        let want: Vec<PathBuf> = [
+            "/usr/lib/clang/19/include/stdint.h",
+            "my h.h",
+            "/a/b#c.h",
+            "$HOME.h",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(deps, want);
+        assert!(parse_dependencies(b"x:\n").is_empty());
+        assert!(parse_dependencies(b"").is_empty());
+    }
+
+    #[test]
+    fn real_clang_reports_what_it_included() {
+        let c = Compiler::find().expect("clang");
+        let d = scratch_dir("deps");
+        let header = d.join("k.h");
+        std::fs::write(&header, "#define K 3\n").unwrap();
+        let src = format!(
+            "#include \"{}\"\nint k(void) {{ return K; }}\n",
+            header.display()
+        );
+        let opts = CompileOptions::new(Lang::C, Arch::X86_64);
+        let (obj, deps) = c
+            .compile_with_dependencies(src.as_bytes(), &opts, HostInfo::current())
+            .unwrap();
+        assert_eq!(&obj[..4], b"\x7fELF");
+        assert_eq!(deps, [header]);
+        let ir = CompileOptions::new(Lang::Ir, Arch::X86_64);
+        let (_, deps) = c
+            .compile_with_dependencies(
+                b"define i32 @k() {\n  ret i32 1\n}\n",
+                &ir,
+                HostInfo::current(),
+            )
+            .unwrap();
+        assert!(deps.is_empty());
     }
 
     #[test]

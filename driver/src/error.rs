@@ -29,6 +29,9 @@ pub enum Error {
     /// The code arena could not provide or publish memory: what ran out (the arena's
     /// limit, the address space, the map count), the size asked for and the limit.
     Arena(elfjit_os::ArenaError),
+    /// Telling a profiler, debugger or unwinder about a module failed (`ELFJIT_PERF`,
+    /// `ELFJIT_GDB`, [`elfjit_observe::enable`]).
+    Observe(elfjit_observe::Error),
     /// `--entry NAME` (or a lookup by name) found no such function.
     UnknownEntry {
         name: String,
@@ -70,9 +73,11 @@ impl fmt::Display for Error {
                 timeout.as_secs_f64()
             ),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::Link(elfjit_core::Error::Backend(b)) => backend(f, b),
             Error::Link(e) => write!(f, "{e}"),
             Error::Memory(m) => write!(f, "memory: {m}"),
             Error::Arena(e) => write!(f, "{e}"),
+            Error::Observe(e) => write!(f, "{e}"),
             Error::UnknownEntry { name, available } => write!(
                 f,
                 "unknown entry `{name}`; global functions: {}",
@@ -92,6 +97,21 @@ impl fmt::Display for Error {
     }
 }
 
+/// A memory backend's failure with the OS's own words for its error number (the core
+/// only carries the number).
+fn backend(f: &mut fmt::Formatter<'_>, b: &elfjit_core::BackendError) -> fmt::Result {
+    if b.code > 0 {
+        let os = std::io::Error::from_raw_os_error(b.code);
+        write!(f, "memory backend failed to {}", b.op)?;
+        if b.size != 0 {
+            write!(f, " ({} bytes)", b.size)?;
+        }
+        write!(f, ": {os}")
+    } else {
+        write!(f, "{b}")
+    }
+}
+
 fn list_or_none(names: &[String]) -> String {
     if names.is_empty() {
         "(none)".to_string()
@@ -105,8 +125,15 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::Arena(e) => Some(e),
+            Error::Observe(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<elfjit_observe::Error> for Error {
+    fn from(e: elfjit_observe::Error) -> Self {
+        Error::Observe(e)
     }
 }
 
@@ -118,3 +145,27 @@ impl From<elfjit_core::Error> for Error {
 
 /// Shorthand used across the driver.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_errors_say_what_the_os_said() {
+        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError::new(
+            "mmap", 8192, 12,
+        )));
+        let text = e.to_string();
+        assert!(text.contains("mmap (8192 bytes)"), "{text}");
+        assert!(
+            text.contains("Cannot allocate memory (os error 12)"),
+            "{text}"
+        );
+        let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError::new(
+            "address a range outside the mapping",
+            0,
+            0,
+        )));
+        assert!(e.to_string().contains("outside the mapping"), "{e}");
+    }
+}

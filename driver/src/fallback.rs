@@ -1,7 +1,7 @@
 //! The `dlopen-fallback` feature: the classic way to run a compiled kernel, behind the same
 //! [`Module`](crate::Module) API. The objects are written into a fresh private temporary
 //! directory, linked into a shared library with
-//! `clang -shared -fuse-ld=lld -nostdlib -Wl,-Bsymbolic -Wl,-z,notext ... -lm`, loaded with
+//! `clang -shared -fuse-ld=lld -nostdlib -Wl,-Bsymbolic -Wl,-z,text ... -lm`, loaded with
 //! `dlopen(RTLD_NOW | RTLD_LOCAL)` (libloading), and the directory is removed before
 //! `load` returns. The [`libloading::Library`] lives in the module; dropping the module
 //! closes it.
@@ -25,13 +25,19 @@
 //!
 //! `-Bsymbolic` binds the kernel's references to its own globals inside the library, so
 //! code compiled without `-fPIC` (clang's default PIE code, PC-relative to its globals)
-//! links; `-z notext` accepts the text relocations of `-mcmodel=large -fno-pic` code, which
-//! glibc applies before making the code read-only and executable again. 32-bit absolute
-//! relocations cannot be placed in a shared library at all: lld refuses them by name.
+//! links. Code that would need relocations applied inside its text (absolute addresses in
+//! `-mcmodel=large -fno-pic` code, 32-bit absolute addresses) is refused (`-z text`, an
+//! [`Error::Unsupported`] naming the relocation): a library with text relocations has
+//! its code mapped writable and executable while glibc relocates it, and W^X holds in
+//! this mode as in the in-memory one. The in-memory loader links such code itself.
+//!
+//! clang runs as every clang run does (see [`crate::clang`]): own process group, bounded
+//! output, the default compile timeout.
 //!
 //! Symbols are read with `dlsym` on the library's handle, so hidden-visibility globals,
 //! which the in-memory loader exposes, are not found here.
 
+use crate::clang::Compiler;
 use crate::error::{Error, Result};
 use elfjit_core::elf::Object;
 use elfjit_core::{Arch, Plan};
@@ -40,7 +46,6 @@ use elfjit_os::ProcessResolver;
 use std::collections::HashMap;
 use std::ffi::{CString, OsString};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// A shared library built from the objects, open for the life of the module.
@@ -55,19 +60,15 @@ pub(crate) struct Loaded {
 struct TempDir(PathBuf);
 
 impl TempDir {
+    /// A new directory with an unpredictable name, created (exclusively) `0700`.
     fn new() -> Result<TempDir> {
         use std::os::unix::fs::DirBuilderExt;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
         let base = std::env::temp_dir();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
         let mut last = None;
         for _ in 0..16 {
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let dir = base.join(format!("elfjit-so-{}-{n}-{nanos:08x}", std::process::id()));
+            let suffix = crate::private_dir::random_hex()
+                .map_err(|e| io("naming a temporary directory".into(), e))?;
+            let dir = base.join(format!("elfjit-so-{suffix}"));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => return Ok(TempDir(dir)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
@@ -92,13 +93,13 @@ fn io(context: String, source: std::io::Error) -> Error {
 }
 
 /// The clang that links the library (found once per process).
-fn clang() -> Result<PathBuf> {
-    static FOUND: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(p) = FOUND.get() {
-        return Ok(p.clone());
+fn clang() -> Result<&'static Compiler> {
+    static FOUND: OnceLock<Compiler> = OnceLock::new();
+    if let Some(c) = FOUND.get() {
+        return Ok(c);
     }
-    let path = crate::clang::Compiler::find()?.path().to_path_buf();
-    Ok(FOUND.get_or_init(|| path).clone())
+    let found = Compiler::find()?;
+    Ok(FOUND.get_or_init(|| found))
 }
 
 /// Names the linker defines itself for the code that refers to them.
@@ -209,7 +210,9 @@ pub(crate) fn load(
         "-fPIC",
         "-O1",
         "-Wl,-Bsymbolic",
-        "-Wl,-z,notext",
+        // Text relocations would make the code writable: refuse them (lld's default for
+        // shared libraries, said explicitly).
+        "-Wl,-z,text",
         "-Wl,-z,now",
     ]
     .iter()
@@ -231,15 +234,22 @@ pub(crate) fn load(
     args.push(so.clone().into_os_string());
     args.push("-lm".into());
     let clang = clang()?;
-    let out = Command::new(&clang)
-        .args(&args)
-        .output()
-        .map_err(|e| io(format!("running {} -shared", clang.display()), e))?;
+    let out = clang.run_plain(args)?;
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if stderr.contains("recompile with -fPIC") {
+            return Err(Error::Unsupported(format!(
+                "dlopen-fallback: the object is not position-independent code, so a shared \
+                 library made from it would need text relocations (its code written, so \
+                 mapped writable, at load time), which W^X forbids; compile it with -fPIC, \
+                 or use the in-memory loader. lld said:\n{}",
+                stderr.trim_end()
+            )));
+        }
         return Err(Error::ClangFailed {
-            clang,
+            clang: clang.path().to_path_buf(),
             status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            stderr,
         });
     }
 

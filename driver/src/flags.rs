@@ -108,6 +108,15 @@ pub fn clang_args(opts: &CompileOptions, host: HostInfo) -> Vec<String> {
         // x18 is the platform register there; code must not touch it.
         args.push("-ffixed-x18".to_string());
     }
+    if opts.debug_info {
+        args.push("-g".to_string());
+    }
+    if opts.unwind_tables {
+        // For IR this adds nothing to functions LLVM already gives an unwind entry (any
+        // that may unwind: calls to functions not marked nounwind) and nothing to nounwind
+        // leaves, which no unwind can pass through.
+        args.push("-funwind-tables".to_string());
+    }
     args.extend(opts.extra_flags.iter().cloned());
     args
 }
@@ -234,6 +243,25 @@ mod tests {
         ] {
             let args = clang_args(&CompileOptions::new(Lang::C, arch), host(arch, "linux"));
             assert!(has(&args, want), "{arch}: {args:?}");
+        }
+    }
+
+    #[test]
+    fn debug_info_and_unwind_tables_only_when_asked() {
+        for lang in [Lang::C, Lang::Ir] {
+            let mut opts = CompileOptions::new(lang, Arch::X86_64);
+            let args = clang_args(&opts, host(Arch::X86_64, "linux"));
+            assert!(
+                !has(&args, "-g") && !has(&args, "-funwind-tables"),
+                "{args:?}"
+            );
+            opts.debug_info = true;
+            opts.unwind_tables = true;
+            let args = clang_args(&opts, host(Arch::X86_64, "linux"));
+            assert!(
+                has(&args, "-g") && has(&args, "-funwind-tables"),
+                "{args:?}"
+            );
         }
     }
 

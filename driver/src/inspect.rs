@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use elfjit_core::elf::{Object, Symbol};
 use elfjit_core::plan::SegmentKind;
-use elfjit_core::{arch, Arch, Plan, RelocRecord, SliceBackend, Via};
+use elfjit_core::{Arch, Plan, RelocRecord, SliceBackend, Via};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -26,7 +26,13 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
     }
     let mut plan = Plan::new(&[object], PAGE)?;
     let image_size = plan.image_size();
-    let mut buffer = vec![0u8; image_size as usize];
+    // Up to the core's 1 GiB image limit: allocated fallibly.
+    let size = usize::try_from(image_size).unwrap_or(usize::MAX);
+    let mut buffer: Vec<u8> = Vec::new();
+    buffer
+        .try_reserve_exact(size)
+        .map_err(|_| Error::Memory(format!("cannot allocate {size} bytes to lay the image out")))?;
+    buffer.resize(size, 0);
     let mut backend = SliceBackend::new(&mut buffer, NOTIONAL_BASE, PAGE);
     let mut externals: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     let external_base = NOTIONAL_BASE + image_size + 0x1_0000;
@@ -185,7 +191,7 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
             w,
             "  {section}+{:#06x}  {:<24} {symbol}{:+}  S={:#x} P={:#x}  value={:#x} ({via})",
             r.rela.offset,
-            arch::reloc_name(target, r.rela.r_type),
+            target.reloc_name(r.rela.r_type),
             r.rela.addend,
             r.symbol_address,
             r.place_address,
@@ -213,7 +219,7 @@ fn segment_name(kind: SegmentKind) -> &'static str {
 fn display_name(object: &Object<'_>, sym: &Symbol<'_>) -> String {
     if sym.name.is_empty() && sym.kind == object::elf::STT_SECTION {
         let section = object
-            .section(usize::from(sym.shndx))
+            .section(usize::from(sym.shndx.0))
             .map(|s| s.name)
             .unwrap_or(b"?");
         return format!("[section {}]", String::from_utf8_lossy(section));
@@ -225,7 +231,7 @@ fn hex_or(address: Option<u64>) -> String {
     address.map_or_else(|| "-".to_string(), |a| format!("{a:#x}"))
 }
 
-fn type_name(kind: u8) -> &'static str {
+fn type_name(kind: object::elf::SymbolType) -> &'static str {
     match kind {
         object::elf::STT_NOTYPE => "NOTYPE",
         object::elf::STT_OBJECT => "OBJECT",
@@ -237,7 +243,7 @@ fn type_name(kind: u8) -> &'static str {
     }
 }
 
-fn bind_name(bind: u8) -> &'static str {
+fn bind_name(bind: object::elf::SymbolBind) -> &'static str {
     match bind {
         object::elf::STB_LOCAL => "LOCAL",
         object::elf::STB_GLOBAL => "GLOBAL",

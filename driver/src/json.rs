@@ -10,39 +10,53 @@
 //! infinities, so those are the strings `"nan"`, `"inf"` and `"-inf"`.
 
 use crate::args::{ArgOutcome, Scalar};
-use std::fmt::Write;
+use std::io::{self, Write};
 
 /// `s` as a JSON string literal, quotes included.
 pub fn string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{2028}' || c == '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    let mut out = Vec::with_capacity(s.len() + 2);
+    let _ = write_string(&mut out, s);
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn non_finite(nan: bool, negative: bool) -> String {
-    string(if nan {
-        "nan"
+/// Writes `s` as a JSON string literal, quotes included.
+pub fn write_string(w: &mut dyn Write, s: &str) -> io::Result<()> {
+    w.write_all(b"\"")?;
+    let mut plain = 0; // start of the run of characters needing no escape
+    for (i, c) in s.char_indices() {
+        let escape: Option<&str> = match c {
+            '"' => Some("\\\""),
+            '\\' => Some("\\\\"),
+            '\n' => Some("\\n"),
+            '\r' => Some("\\r"),
+            '\t' => Some("\\t"),
+            '\u{08}' => Some("\\b"),
+            '\u{0c}' => Some("\\f"),
+            _ => None,
+        };
+        let unicode = (c as u32) < 0x20 || c == '\u{7f}' || c == '\u{2028}' || c == '\u{2029}';
+        if escape.is_none() && !unicode {
+            continue;
+        }
+        w.write_all(s.get(plain..i).unwrap_or_default().as_bytes())?;
+        match escape {
+            Some(e) => w.write_all(e.as_bytes())?,
+            None => write!(w, "\\u{:04x}", c as u32)?,
+        }
+        plain = i + c.len_utf8();
+    }
+    w.write_all(s.get(plain..).unwrap_or_default().as_bytes())?;
+    w.write_all(b"\"")
+}
+
+fn non_finite(nan: bool, negative: bool) -> &'static str {
+    if nan {
+        "\"nan\""
     } else if negative {
-        "-inf"
+        "\"-inf\""
     } else {
-        "inf"
-    })
+        "\"inf\""
+    }
 }
 
 /// Whether a finite magnitude is written positionally (else in exponent form).
@@ -52,54 +66,59 @@ fn positional(abs: f64) -> bool {
 
 /// An `f64` as a JSON value (a number, or `"nan"` / `"inf"` / `"-inf"`).
 pub fn f64_value(v: f64) -> String {
-    if v.is_finite() {
-        if positional(v.abs()) {
-            format!("{v}")
-        } else {
-            format!("{v:e}")
-        }
-    } else {
-        non_finite(v.is_nan(), v < 0.0)
-    }
+    let mut out = Vec::new();
+    let _ = write_scalar(&mut out, Scalar::F64(v));
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// An `f32` as a JSON value, with `f32`'s shortest round-trip digits.
 pub fn f32_value(v: f32) -> String {
-    if v.is_finite() {
-        if positional(f64::from(v.abs())) {
-            format!("{v}")
-        } else {
-            format!("{v:e}")
-        }
-    } else {
-        non_finite(v.is_nan(), v < 0.0)
-    }
+    let mut out = Vec::new();
+    let _ = write_scalar(&mut out, Scalar::F32(v));
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// A scalar as a JSON value: integers exactly, floats as [`f32_value`] / [`f64_value`].
 pub fn scalar(s: Scalar) -> String {
+    let mut out = Vec::new();
+    let _ = write_scalar(&mut out, s);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes a scalar as [`scalar`] formats it, without building a string.
+pub fn write_scalar(w: &mut dyn Write, s: Scalar) -> io::Result<()> {
     match s {
-        Scalar::F32(v) => f32_value(v),
-        Scalar::F64(v) => f64_value(v),
-        other => other.to_string(),
+        Scalar::F32(v) if !v.is_finite() => w.write_all(non_finite(v.is_nan(), v < 0.0).as_bytes()),
+        Scalar::F64(v) if !v.is_finite() => w.write_all(non_finite(v.is_nan(), v < 0.0).as_bytes()),
+        Scalar::F32(v) if positional(f64::from(v.abs())) => write!(w, "{v}"),
+        Scalar::F32(v) => write!(w, "{v:e}"),
+        Scalar::F64(v) if positional(v.abs()) => write!(w, "{v}"),
+        Scalar::F64(v) => write!(w, "{v:e}"),
+        other => write!(w, "{other}"),
     }
 }
 
 /// An argument after the call: a scalar, or an array of a buffer's values.
 pub fn arg_outcome(a: &ArgOutcome) -> String {
+    let mut out = Vec::new();
+    let _ = write_arg_outcome(&mut out, a);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes [`arg_outcome`]'s text, one element at a time: a buffer is never copied into
+/// values or strings first.
+pub fn write_arg_outcome(w: &mut dyn Write, a: &ArgOutcome) -> io::Result<()> {
     match a {
-        ArgOutcome::Scalar(s) => scalar(*s),
+        ArgOutcome::Scalar(s) => write_scalar(w, *s),
         ArgOutcome::Buffer(values) => {
-            let mut out = String::with_capacity(values.len() * 8 + 2);
-            out.push('[');
+            w.write_all(b"[")?;
             for (i, v) in values.iter().enumerate() {
                 if i > 0 {
-                    out.push_str(", ");
+                    w.write_all(b", ")?;
                 }
-                out.push_str(&scalar(*v));
+                write_scalar(w, v)?;
             }
-            out.push(']');
-            out
+            w.write_all(b"]")
         }
     }
 }
@@ -107,6 +126,7 @@ pub fn arg_outcome(a: &ArgOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::{Buffer, ScalarType};
     use serde_json::Value;
 
     fn parse(s: &str) -> Value {
@@ -182,15 +202,19 @@ mod tests {
     fn scalars_and_buffers() {
         assert_eq!(scalar(Scalar::U64(u64::MAX)), "18446744073709551615");
         assert_eq!(scalar(Scalar::I8(-128)), "-128");
-        let b = ArgOutcome::Buffer(vec![
-            Scalar::F32(1.0),
-            Scalar::F32(f32::NAN),
-            Scalar::F32(2.5),
-        ]);
+        let b = ArgOutcome::Buffer(
+            Buffer::from_values(
+                ScalarType::F32,
+                &[Scalar::F32(1.0), Scalar::F32(f32::NAN), Scalar::F32(2.5)],
+            )
+            .unwrap(),
+        );
         let v = parse(&arg_outcome(&b));
         assert_eq!(v, serde_json::json!([1, "nan", 2.5]));
         assert_eq!(
-            parse(&arg_outcome(&ArgOutcome::Buffer(vec![]))),
+            parse(&arg_outcome(&ArgOutcome::Buffer(
+                Buffer::zeroed(ScalarType::U8, 0).unwrap()
+            ))),
             serde_json::json!([])
         );
     }

@@ -3,8 +3,11 @@
 
 pub mod args;
 pub mod batch;
+pub mod bounded;
 pub mod cache;
+pub mod child;
 pub mod clang;
+pub mod crash;
 pub mod demo;
 pub mod emulate;
 pub mod error;
@@ -15,7 +18,11 @@ pub mod flags;
 pub mod inspect;
 pub mod json;
 pub mod module;
+pub mod notes;
+/// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
+pub use elfjit_observe as observe;
 pub mod parallel;
+pub mod private_dir;
 pub mod run;
 mod symbols;
 

@@ -14,6 +14,9 @@ use elfjit_os::{Arena, ArenaBackend, ProcessResolver};
 /// Linked code and data in memory owned by this value; given back to its arena on drop.
 pub struct Module {
     arch: Arch,
+    // What profilers, debuggers and the unwinder were told (see `elfjit_observe`); declared
+    // before `memory` so that it is unregistered before the memory goes back to the arena.
+    observed: Option<elfjit_observe::Registration>,
     // Kept alive for the addresses below; dropping it frees the image.
     memory: Backing,
     symbols: Symbols,
@@ -87,6 +90,8 @@ impl Module {
             let loaded = crate::fallback::load(&plan, host, objects, resolver)?;
             Ok(Module {
                 arch: host,
+                // The dynamic linker tells debuggers and the unwinder about the library.
+                observed: None,
                 memory: Backing::Library(loaded.library, loaded.region),
                 symbols: Symbols::from_map(loaded.symbols, loaded.functions),
             })
@@ -94,12 +99,9 @@ impl Module {
         #[cfg(not(feature = "dlopen-fallback"))]
         {
             let mut memory = arena.backend();
-            let symbols = link(&mut plan, &mut memory, resolver)?;
-            Ok(Module {
-                arch: host,
-                memory: Backing::Arena(memory),
-                symbols,
-            })
+            // Linking publishes a module of its own (not a batch member) before it returns.
+            let linked = link(objects, &mut plan, &mut memory, resolver)?;
+            Module::published(host, memory, linked)
         }
     }
 
@@ -135,20 +137,39 @@ impl Module {
             let layouts: Vec<_> = plans.iter().map(Plan::layout).collect();
             let mut backends = arena.allocate_batch(&layouts).map_err(Error::Arena)?;
             let mut linked = Vec::with_capacity(plans.len());
-            for (plan, memory) in plans.iter_mut().zip(backends.iter_mut()) {
-                linked.push(link(plan, memory, resolver)?);
+            for ((plan, memory), object) in plans.iter_mut().zip(backends.iter_mut()).zip(objects) {
+                linked.push(link(std::slice::from_ref(object), plan, memory, resolver)?);
             }
             ArenaBackend::publish_all(&mut backends).map_err(Error::Arena)?;
-            Ok(backends
+            // Observed only now that the batch is runnable; if one registration fails, the
+            // modules made so far drop (registrations first) with the rest of the batch.
+            backends
                 .into_iter()
                 .zip(linked)
-                .map(|(memory, symbols)| Module {
-                    arch: host,
-                    memory: Backing::Arena(memory),
-                    symbols,
-                })
-                .collect())
+                .map(|(memory, linked)| Module::published(host, memory, linked))
+                .collect()
         }
+    }
+
+    /// A module of `memory`, published, told to the observers (perf map, jitdump, GDB,
+    /// unwinder) that are on. Every load registers anew, so a module in a range the arena
+    /// reuses gets its own perf-map line and jitdump record.
+    #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+    fn published(host: Arch, memory: ArenaBackend, linked: Linked<'_>) -> Result<Module> {
+        let observed = match &linked.observe {
+            // SAFETY: `memory` is published (its code and data mapped readable, no longer
+            // written: the arena writes a range again only after it is given back, on the
+            // backend's drop) and is kept in the module, which drops the registration first
+            // (field order).
+            Some(description) => Some(unsafe { elfjit_observe::publish(description)? }),
+            None => None,
+        };
+        Ok(Module {
+            arch: host,
+            observed,
+            memory: Backing::Arena(memory),
+            symbols: linked.symbols,
+        })
     }
 
     /// The arena holding the module (`None` for a dlopen-fallback module).
@@ -158,6 +179,12 @@ impl Module {
             #[cfg(feature = "dlopen-fallback")]
             Backing::Library(..) => None,
         }
+    }
+
+    /// What profilers, debuggers and the unwinder were told about this module, if any
+    /// observer is on or it loaded an `.eh_frame` (see [`crate::observe`]).
+    pub fn observed(&self) -> Option<&elfjit_observe::Registration> {
+        self.observed.as_ref()
     }
 
     /// The architecture the module was linked for.
@@ -204,14 +231,25 @@ fn check_arch(plan: &Plan<'_>, host: Arch) -> Result<()> {
     Ok(())
 }
 
-/// The in-memory loader: `plan` linked into `memory`; returns the global symbols. An arena
-/// failure is reported in full (what ran out, the size asked for, the limit).
+/// What linking a module yields for [`Module::published`].
 #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
-fn link(
+struct Linked<'o> {
+    symbols: Symbols,
+    /// What to tell the observers once the memory is published (`None`: nothing is on and
+    /// there is no `.eh_frame`; one atomic load).
+    observe: Option<elfjit_observe::Published<'o>>,
+}
+
+/// The in-memory loader: `plan` (of `objects`) linked into `memory`; returns the global
+/// symbols and what to tell the observers. An arena failure is reported in full (what ran
+/// out, the size asked for, the limit).
+#[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+fn link<'o>(
+    objects: &[&'o [u8]],
     plan: &mut Plan<'_>,
     memory: &mut ArenaBackend,
     resolver: &mut dyn FnMut(&str) -> Option<u64>,
-) -> Result<Symbols> {
+) -> Result<Linked<'o>> {
     let image = match plan.link(memory, &mut Chain { first: resolver }) {
         Ok(image) => image,
         Err(e @ elfjit_core::Error::Backend(_)) => {
@@ -225,5 +263,9 @@ fn link(
             symbols.push(name, global.address, global.is_function);
         }
     }
-    Ok(symbols.finish())
+    let observe = elfjit_observe::describe_image("module", objects, &image)?;
+    Ok(Linked {
+        symbols: symbols.finish(),
+        observe,
+    })
 }

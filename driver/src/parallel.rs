@@ -77,7 +77,9 @@ pub fn compile_sources<S: AsRef<[u8]> + Sync>(
     })
 }
 
-/// `f` over `items` on `workers` scoped threads; results in input order.
+/// `f` over `items` on `workers` threads (this one and `workers - 1` scoped helpers);
+/// results in input order. A helper the system refuses to start is simply not there: the
+/// others, this thread included, take its share (no panic, no error).
 fn map_parallel<T: Sync, R: Send>(
     items: &[T],
     workers: usize,
@@ -88,15 +90,22 @@ fn map_parallel<T: Sync, R: Send>(
     }
     let next = AtomicUsize::new(0);
     let done: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::with_capacity(items.len()));
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(item) = items.get(i) else { break };
+        let r = f(item);
+        done.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
+    };
     std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                done.lock().unwrap_or_else(|p| p.into_inner()).push((i, r));
-            });
+        for _ in 1..workers {
+            if std::thread::Builder::new()
+                .spawn_scoped(scope, work)
+                .is_err()
+            {
+                break;
+            }
         }
+        work();
     });
     let mut done = done.into_inner().unwrap_or_else(|p| p.into_inner());
     done.sort_by_key(|(i, _)| *i);

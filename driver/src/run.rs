@@ -3,7 +3,7 @@
 //! compile (clang on a pipe) → link in memory ([`Module::load`]) → pick the entry →
 //! lay out the `--arg` buffers → call through libffi → read the buffers back.
 
-use crate::args::{ArgOutcome, ArgSpec, Buffer, RetType, Scalar};
+use crate::args::{check_buffer_total, ArgOutcome, ArgSpec, Buffer, RetType, Scalar};
 use crate::cache::{Cache, CacheStatus};
 use crate::clang::{CompileOptions, Compiler, Lang};
 use crate::emulate;
@@ -14,6 +14,7 @@ use crate::json;
 use crate::module::Module;
 use elfjit_core::Arch;
 use std::fmt::Write;
+use std::io;
 use std::time::{Duration, Instant};
 
 /// Everything `elfjit run` needs to know.
@@ -37,6 +38,9 @@ pub struct RunRequest {
     /// architecture (foreign targets always are). `ELFJIT_EMULATE=1` sets this for every
     /// run. See [`crate::emulate`].
     pub emulate: bool,
+    /// Compile with `-g` and register the module with the GDB JIT interface, so a debugger
+    /// can break in the kernel by name and show its source lines (`elfjit run --debug`).
+    pub debug: bool,
 }
 
 impl RunRequest {
@@ -52,6 +56,7 @@ impl RunRequest {
             args: Vec::new(),
             opt_level: 2,
             emulate: false,
+            debug: false,
         }
     }
 }
@@ -95,20 +100,42 @@ impl RunOutcome {
     /// [`RunOutcome::to_json`] with, for a run through a compile cache, a `"cache":
     /// "hit"|"miss"` field after `"args"` (`None` gives exactly [`RunOutcome::to_json`]).
     pub fn to_json_with_cache(&self, cache: Option<CacheStatus>) -> String {
-        let args: Vec<String> = self.args.iter().map(json::arg_outcome).collect();
-        let cache = cache.map_or_else(String::new, |c| {
-            format!(", \"cache\": {}", json::string(c.name()))
-        });
-        format!(
-            "{{\"target\": {}, \"entry\": {}, \"return\": {}, \"args\": [{}]{cache}, \"timings_us\": {{\"compile\": {}, \"load\": {}, \"call\": {}}}}}",
-            json::string(self.target.name()),
-            json::string(&self.entry),
-            self.ret.map_or_else(|| "null".to_string(), json::scalar),
-            args.join(", "),
-            json::f64_value(micros(self.timings.compile)),
-            json::f64_value(micros(self.timings.load)),
-            json::f64_value(micros(self.timings.call)),
-        )
+        let mut out = Vec::new();
+        let _ = self.write_json(cache, &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Writes [`RunOutcome::to_json_with_cache`]'s text to `w` as it goes: buffers are
+    /// formatted element by element, never held as text.
+    pub fn write_json(&self, cache: Option<CacheStatus>, w: &mut dyn io::Write) -> io::Result<()> {
+        w.write_all(b"{\"target\": ")?;
+        json::write_string(w, self.target.name())?;
+        w.write_all(b", \"entry\": ")?;
+        json::write_string(w, &self.entry)?;
+        w.write_all(b", \"return\": ")?;
+        match self.ret {
+            Some(v) => json::write_scalar(w, v)?,
+            None => w.write_all(b"null")?,
+        }
+        w.write_all(b", \"args\": [")?;
+        for (i, a) in self.args.iter().enumerate() {
+            if i > 0 {
+                w.write_all(b", ")?;
+            }
+            json::write_arg_outcome(w, a)?;
+        }
+        w.write_all(b"]")?;
+        if let Some(c) = cache {
+            w.write_all(b", \"cache\": ")?;
+            json::write_string(w, c.name())?;
+        }
+        w.write_all(b", \"timings_us\": {\"compile\": ")?;
+        json::write_scalar(w, Scalar::F64(micros(self.timings.compile)))?;
+        w.write_all(b", \"load\": ")?;
+        json::write_scalar(w, Scalar::F64(micros(self.timings.load)))?;
+        w.write_all(b", \"call\": ")?;
+        json::write_scalar(w, Scalar::F64(micros(self.timings.call)))?;
+        w.write_all(b"}}")
     }
 
     /// A readable multi-line summary (what `elfjit run` prints without `--json`).
@@ -130,7 +157,7 @@ impl RunOutcome {
                     let _ = writeln!(s, "  arg {i}   {}:{v}", v.ty());
                 }
                 ArgOutcome::Buffer(values) => {
-                    let ty = values.first().map_or("", |v| v.ty().name());
+                    let ty = values.ty().name();
                     let shown: Vec<String> =
                         values.iter().take(SHOWN).map(|v| v.to_string()).collect();
                     let more = values.len().saturating_sub(SHOWN);
@@ -160,38 +187,78 @@ impl RunOutcome {
 }
 
 /// Runs `req`, finding clang with [`Compiler::find`].
-pub fn run(req: &RunRequest) -> Result<RunOutcome> {
-    run_with(&Compiler::find()?, req)
+///
+/// ```compile_fail,E0133
+/// // Calling code on the caller's word about its signature is `unsafe`:
+/// let req = elfjit::RunRequest::new("void f(void) {}", elfjit::Lang::C);
+/// let _ = elfjit::run(&req);
+/// ```
+///
+/// # Safety
+/// As [`run_with`].
+pub unsafe fn run(req: &RunRequest) -> Result<RunOutcome> {
+    // SAFETY: the caller upholds `run_with`'s contract.
+    unsafe { run_with(&Compiler::find()?, req) }
 }
 
 /// Runs `req` with a given compiler: natively when `target` is the host (unless
 /// emulation is asked for), otherwise through the emulated runner
 /// ([`crate::emulate::run_emulated`]).
-pub fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
-    run_inner(compiler, None, req).map(|(outcome, _)| outcome)
+///
+/// # Safety
+/// A native run calls the compiled entry in this process as a C function taking
+/// `req.args` and returning `req.ret`; elfjit cannot check that. The caller asserts that
+/// the entry really has that signature, that it does with its pointer arguments only
+/// what their buffers allow (each holds exactly the elements its `--arg` declares), and
+/// that the code is safe to run in this process (it runs with the process's rights).
+/// An emulated run executes the code under qemu in another process, but the same call
+/// may run natively (a host target without emulation), so the contract is the same.
+pub unsafe fn run_with(compiler: &Compiler, req: &RunRequest) -> Result<RunOutcome> {
+    // SAFETY: the caller upholds this function's contract, which is `run_inner`'s.
+    unsafe { run_inner(compiler, None, req) }.map(|(outcome, _)| outcome)
 }
 
 /// [`run_with`] taking the object from `cache` when it has it (native and emulated runs
 /// alike: the key includes the target and flags). On a hit, `timings.compile` is the
 /// lookup time.
-pub fn run_cached(
+///
+/// # Safety
+/// As [`run_with`]. A cached object is what an earlier compile of the same source
+/// produced, from a cache directory only this user can write.
+pub unsafe fn run_cached(
     compiler: &Compiler,
     cache: &Cache,
     req: &RunRequest,
 ) -> Result<(RunOutcome, CacheStatus)> {
-    let (outcome, status) = run_inner(compiler, Some(cache), req)?;
+    // SAFETY: the caller upholds `run_with`'s contract.
+    let (outcome, status) = unsafe { run_inner(compiler, Some(cache), req) }?;
     Ok((outcome, status.unwrap_or(CacheStatus::Miss)))
 }
 
-fn run_inner(
+/// # Safety
+/// As [`run_with`].
+unsafe fn run_inner(
     compiler: &Compiler,
     cache: Option<&Cache>,
     req: &RunRequest,
 ) -> Result<(RunOutcome, Option<CacheStatus>)> {
+    // Before any compile or allocation: the buffers must fit the cap.
+    check_buffer_total(&req.args)?;
     let host = HostInfo::current();
     let emulated = req.emulate || emulate::forced_by_env() || host.arch != Some(req.target);
     let mut opts = CompileOptions::new(req.lang, req.target);
     opts.opt_level = req.opt_level;
+    if req.debug {
+        if emulated {
+            return Err(Error::BadArgument {
+                what: "--debug".into(),
+                reason: "debugging runs on the host only; an emulated kernel runs inside qemu"
+                    .into(),
+            });
+        }
+        opts.debug_info = true;
+        elfjit_observe::enable(elfjit_observe::Features::GDB)?;
+    }
     let flags_host = if emulated {
         emulate::compile_host()
     } else {
@@ -214,7 +281,8 @@ fn run_inner(
     let outcome = if emulated {
         emulate::run_emulated(compiler, req, &object, compile)
     } else {
-        run_native(req, &object, compile)
+        // SAFETY: the caller upholds `run_with`'s contract for this native call.
+        unsafe { run_native(req, &object, compile) }
     }?;
     Ok((outcome, status))
 }
@@ -241,7 +309,9 @@ pub fn select_entry(requested: Option<&str>, functions: &[String]) -> Result<Str
     }
 }
 
-fn run_native(req: &RunRequest, object: &[u8], compile: Duration) -> Result<RunOutcome> {
+/// # Safety
+/// `object`'s entry must have the signature `req` describes (see [`run_with`]).
+unsafe fn run_native(req: &RunRequest, object: &[u8], compile: Duration) -> Result<RunOutcome> {
     let t = Instant::now();
     let module = Module::load(object)?;
     let load = t.elapsed();
@@ -275,25 +345,30 @@ fn run_native(req: &RunRequest, object: &[u8], compile: Duration) -> Result<RunO
     let kinds: Vec<ArgKind> = req.args.iter().map(ArgSpec::kind).collect();
     let interface = CallInterface::new(&kinds, req.ret)?;
 
+    // A crash in the kernel is reported by name where the CLI installed the reporter.
+    let named = crate::crash::calling(&entry, module.region());
     let t = Instant::now();
     // SAFETY: `code` is the entry's address in `module`, which stays loaded (and its code
     // executable) until after the call. That the function's C signature is the one
-    // `--arg`/`--ret` describe is the caller's contract, the premise of `elfjit run`: the
-    // driver cannot check it. Buffer pointers stay valid (the buffers outlive the call) and
-    // each holds exactly the declared number of elements.
+    // `--arg`/`--ret` describe is this function's contract, passed up to the public
+    // `run` family as theirs. Buffer pointers stay valid (the buffers outlive the call)
+    // and each holds exactly the declared number of elements.
     let ret = unsafe { interface.call(code, &values) };
     let call = t.elapsed();
+    drop(named);
+    drop(values);
 
+    // The buffers themselves become the outcome: nothing is copied.
     let args = req
         .args
         .iter()
-        .zip(&buffers)
+        .zip(buffers)
         .map(|(spec, buf)| match (spec, buf) {
-            (_, Some(b)) => ArgOutcome::Buffer(b.values()),
-            (ArgSpec::Scalar(s), None) => ArgOutcome::Scalar(*s),
-            (ArgSpec::Buffer { .. }, None) => ArgOutcome::Buffer(Vec::new()),
+            (_, Some(b)) => Ok(ArgOutcome::Buffer(b)),
+            (ArgSpec::Scalar(s), None) => Ok(ArgOutcome::Scalar(*s)),
+            (ArgSpec::Buffer { ty, .. }, None) => Buffer::zeroed(*ty, 0).map(ArgOutcome::Buffer),
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     drop(module);
 
     Ok(RunOutcome {
@@ -338,7 +413,13 @@ mod tests {
             ret: Some(Scalar::F32(f32::NEG_INFINITY)),
             args: vec![
                 ArgOutcome::Scalar(Scalar::I32(3)),
-                ArgOutcome::Buffer(vec![Scalar::F64(0.5), Scalar::F64(f64::NAN)]),
+                ArgOutcome::Buffer(
+                    Buffer::from_values(
+                        crate::args::ScalarType::F64,
+                        &[Scalar::F64(0.5), Scalar::F64(f64::NAN)],
+                    )
+                    .unwrap(),
+                ),
             ],
             timings: Timings {
                 compile: Duration::from_micros(30_000),
@@ -382,15 +463,16 @@ mod tests {
         let foreign = Arch::ALL.into_iter().find(|a| Some(*a) != host).unwrap();
         let mut req = RunRequest::new("int f( {", Lang::C);
         req.target = foreign;
+        // SAFETY (both runs): the source does not compile, so nothing is called.
         assert!(matches!(
-            run_with(&c, &req).unwrap_err(),
+            unsafe { run_with(&c, &req) }.unwrap_err(),
             Error::ClangFailed { .. }
         ));
         // Forced emulation on the host: the same.
         req.target = host.unwrap_or(Arch::X86_64);
         req.emulate = true;
         assert!(matches!(
-            run_with(&c, &req).unwrap_err(),
+            unsafe { run_with(&c, &req) }.unwrap_err(),
             Error::ClangFailed { .. }
         ));
     }

@@ -260,6 +260,15 @@ fn run_cli(cache_dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `PATH` with `dir` in front.
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![dir.to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
+}
+
 fn json(o: &std::process::Output) -> serde_json::Value {
     assert!(
         o.status.success(),
@@ -392,20 +401,68 @@ fn cli_cache_field_override_and_clear() {
     let args = [
         "run", src, "--ret", "i32", "--arg", "i32:2", "--arg", "i32:40", "--json",
     ];
+    // The real clang behind a wrapper that logs each start, so a hit can be seen to run
+    // no clang at all.
+    // (Found as `clang` in PATH: an ELFJIT_CLANG is checked to run in every process.)
+    let log = dir.0.join("clang-starts.log");
+    let bin_dir = dir.0.join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let wrapper = bin_dir.join("clang");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            compiler().path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    // Compiles only: with the dlopen fallback every load also links with `clang -shared`.
+    let starts = || {
+        std::fs::read_to_string(&log).map_or(0, |t| {
+            t.lines()
+                .filter(|l| l.split(' ').any(|a| a == "-c"))
+                .count()
+        })
+    };
+    let run_logged = |args: &[&str]| {
+        bin()
+            .args(args)
+            .env("ELFJIT_CACHE_DIR", &cache_dir)
+            .env_remove("ELFJIT_CLANG")
+            .env("PATH", path_with(&bin_dir))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
     // Without --cache: no "cache" field and nothing written.
-    let v = json(&run_cli(&cache_dir, &args));
+    let v = json(&run_logged(&args));
     assert!(v.get("cache").is_none(), "{v}");
     assert!(!cache_dir.join("objects").exists());
     let mut cached = args.to_vec();
     cached.push("--cache");
-    let v = json(&run_cli(&cache_dir, &cached));
+    let v = json(&run_logged(&cached));
     assert_eq!(v["cache"], "miss");
     assert_eq!(v["return"], 42);
-    let v = json(&run_cli(&cache_dir, &cached));
+    let before_hit = starts();
+    assert!(
+        before_hit >= 2,
+        "clang ran for both compiles ({before_hit} starts)"
+    );
+    let v = json(&run_logged(&cached));
     assert_eq!(v["cache"], "hit");
     assert_eq!(v["return"], 42);
-    let lookup = v["timings_us"]["compile"].as_f64().unwrap();
-    assert!(lookup < 20_000.0, "a hit took {lookup} µs to look up");
+    assert_eq!(
+        starts(),
+        before_hit,
+        "a hit in a new process compiles nothing: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     // The entries are under $ELFJIT_CACHE_DIR/objects.
     let objects = cache_dir.join("objects");
     assert_eq!(entries(&objects).len(), 2, "the object and clang's version");

@@ -60,8 +60,10 @@ fn maps_now() -> u64 {
 fn address_space_and_map_count_exhaustion_are_typed_errors() {
     let object = compile(SAXPY, "-O2");
 
-    // The address space: room for less than one chunk.
+    // The address space: room for less than the default chunk (three 256 MiB regions):
+    // the arena reserves a smaller one and loads.
     let arena = Arena::new();
+    let starved = Arena::new();
     let mut old = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -74,13 +76,22 @@ fn address_space_and_map_count_exhaustion_are_typed_errors() {
             rlim_max: old.rlim_max,
         };
         assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &tight), 0);
-        let (resource, requested, limit) = exhausted(&arena, &object);
+        let loaded = load_in(&arena, &object, "saxpy").map(|m| m.entry);
+        // Room for less than the smallest chunk (three 2 MiB regions): a typed error.
+        let tighter = libc::rlimit {
+            rlim_cur: vm_size() + (4 << 20),
+            rlim_max: old.rlim_max,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &tighter), 0);
+        let (resource, requested, limit) = exhausted(&starved, &object);
         assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &old), 0);
+        assert!(loaded.is_ok(), "no smaller chunk under a tight RLIMIT_AS");
+        assert!(arena.stats().reserved <= 64 << 20, "{:?}", arena.stats());
         assert_eq!(resource, Resource::AddressSpace);
-        assert_eq!(limit, tight.rlim_cur);
+        assert_eq!(limit, tighter.rlim_cur);
         assert!(requested > 0 && requested < 4096, "{requested}");
     }
-    let m = load_in(&arena, &object, "saxpy").expect("loads once the limit is lifted");
+    let m = load_in(&starved, &object, "saxpy").expect("loads once the limit is lifted");
     // SAFETY: a live saxpy.
     unsafe { check_saxpy(m.entry, 1) };
 
@@ -137,9 +148,9 @@ fn address_space_and_map_count_exhaustion_are_typed_errors() {
     assert_eq!(limit, max);
     assert!(requested > 0 && requested < 4096, "{requested}");
     assert_eq!(
-        arena.stats().modules,
-        1,
-        "the failed load left nothing behind"
+        (arena.stats().modules, starved.stats().modules),
+        (0, 1),
+        "the failed loads left nothing behind"
     );
     for a in [&fresh, &arena] {
         let m = load_in(a, &object, "saxpy").expect("loads once mappings are free again");

@@ -113,7 +113,9 @@ pub fn request(case: &Case, target: Arch, opt_level: u8) -> Result<RunRequest, S
 /// checked (see [`check_case`]).
 pub fn run_case(case: &Case, target: Arch, opt_level: u8) -> Result<RunOutcome, String> {
     let req = request(case, target, opt_level)?;
-    elfjit::run::run(&req).map_err(|e| format!("run failed: {e}"))
+    // SAFETY: every corpus case declares its kernel's exact C signature and buffers of
+    // the sizes the kernel touches (kernels/README.md).
+    unsafe { elfjit::run::run(&req) }.map_err(|e| format!("run failed: {e}"))
 }
 
 /// Runs `case` and checks its outcome; the error names the case, target and level.
@@ -138,7 +140,8 @@ fn check_case_with(case: &Case, target: Arch, opt_level: u8, emulate: bool) -> R
     }
     let mut req = request(case, target, opt_level).map_err(|e| format!("{tag}: {e}"))?;
     req.emulate = emulate;
-    let out = elfjit::run::run(&req).map_err(|e| format!("{tag}: run failed: {e}"))?;
+    // SAFETY: as in `run_case`.
+    let out = unsafe { elfjit::run::run(&req) }.map_err(|e| format!("{tag}: run failed: {e}"))?;
     if out.target != target {
         return Err(format!("{tag}: outcome says target {}", out.target));
     }
@@ -300,9 +303,9 @@ fn arg(out: &RunOutcome, i: usize) -> Result<&ArgOutcome, String> {
     })
 }
 
-fn buffer(out: &RunOutcome, i: usize) -> Result<&[Scalar], String> {
+fn buffer(out: &RunOutcome, i: usize) -> Result<Vec<Scalar>, String> {
     match arg(out, i)? {
-        ArgOutcome::Buffer(v) => Ok(v),
+        ArgOutcome::Buffer(v) => Ok(v.values()),
         other => Err(format!("argument {i}: expected a buffer, got {other:?}")),
     }
 }

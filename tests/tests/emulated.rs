@@ -66,7 +66,8 @@ fn far_call_on(arch: Arch) {
         req.opt_level = opt;
         req.ret = RetType::I32;
         req.args = vec![ArgSpec::Scalar(Scalar::I32(21))];
-        let out = run(&req).unwrap_or_else(|e| panic!("{arch} -O{opt}: {e}"));
+        // SAFETY: `far` is `int far(int)` as declared.
+        let out = unsafe { run(&req) }.unwrap_or_else(|e| panic!("{arch} -O{opt}: {e}"));
         assert_eq!(
             out.ret,
             Some(Scalar::I32(21 + 1000 + 42 + 1000)),
@@ -95,7 +96,8 @@ fn ppc64le_far_call_restores_the_toc_pointer() {
         req.opt_level = opt;
         req.ret = RetType::I32;
         req.args = vec![ArgSpec::Scalar(Scalar::I32(6))];
-        let out = run(&req).unwrap_or_else(|e| panic!("ppc64le -O{opt}: {e}"));
+        // SAFETY: the kernel is `int f(int)` as declared.
+        let out = unsafe { run(&req) }.unwrap_or_else(|e| panic!("ppc64le -O{opt}: {e}"));
         assert_eq!(out.ret, Some(Scalar::I32(6 + 1000 + 30 + 4)), "-O{opt}");
     }
 }
@@ -112,7 +114,8 @@ fn support_run(arch: Arch, entry: &str, args: Vec<ArgSpec>) -> elfjit::RunOutcom
     req.emulate = true;
     req.entry = Some(entry.to_string());
     req.args = args;
-    run(&req).unwrap_or_else(|e| panic!("{arch} {entry}: {e}"))
+    // SAFETY: emulated (the kernel runs under qemu), with the support kernel's signature.
+    unsafe { run(&req) }.unwrap_or_else(|e| panic!("{arch} {entry}: {e}"))
 }
 
 fn buffer(values: Vec<Scalar>) -> ArgSpec {
@@ -129,9 +132,9 @@ fn zeros(ty: ScalarType, n: usize) -> ArgSpec {
     }
 }
 
-fn out_buffer(o: &elfjit::RunOutcome, i: usize) -> &[Scalar] {
+fn out_buffer(o: &elfjit::RunOutcome, i: usize) -> Vec<Scalar> {
     match &o.args[i] {
-        ArgOutcome::Buffer(v) => v,
+        ArgOutcome::Buffer(v) => v.values(),
         other => panic!("argument {i} is {other:?}"),
     }
 }
@@ -322,7 +325,7 @@ fn support_on(arch: Arch) {
         };
         w(at) | (w(at + 1) << 64)
     };
-    let (q, r) = (out_buffer(&o, 2), out_buffer(&o, 3));
+    let (q, r) = (&out_buffer(&o, 2), &out_buffer(&o, 3));
     for (i, &(a, b)) in pairs.iter().enumerate() {
         let (sa, sb) = (a as i128, b as i128);
         let signed_ok = !(sa == i128::MIN && sb == -1);
@@ -490,7 +493,8 @@ fn emulated_x86_64(source: &str, ret: RetType) -> Result<elfjit::RunOutcome, Err
     req.target = Arch::X86_64;
     req.emulate = true;
     req.ret = ret;
-    run(&req)
+    // SAFETY: emulated: the kernel runs under qemu, in another process.
+    unsafe { run(&req) }
 }
 
 /// A symbol neither the image nor the runner provides is a link error naming it.
@@ -548,11 +552,13 @@ fn outcome_matches_native() {
         ArgSpec::parse("i32[5]=iota").unwrap(),
         ArgSpec::parse("i32:5").unwrap(),
     ];
-    let native = run(&req).unwrap();
+    // SAFETY: `bump` is `int bump(int *, int)` with a 5-element buffer, as declared.
+    let native = unsafe { run(&req) }.unwrap();
     req.target = Arch::X86_64;
     req.emulate = true;
     for _ in 0..2 {
-        let emulated = run(&req).unwrap();
+        // SAFETY: as above (and emulated).
+        let emulated = unsafe { run(&req) }.unwrap();
         assert_eq!(emulated.ret, native.ret);
         assert_eq!(emulated.args, native.args);
         assert_eq!(emulated.entry, native.entry);

@@ -61,7 +61,8 @@ fn far_call_goes_through_a_veneer_and_returns() {
             req.entry = Some(entry.to_string());
             req.ret = RetType::I32;
             req.args = vec![ArgSpec::Scalar(Scalar::I32(x))];
-            let out = run(&req).unwrap_or_else(|e| panic!("-O{opt} {entry}: {e}"));
+            // SAFETY: emulated, and each entry is `int f(int)` as declared.
+            let out = unsafe { run(&req) }.unwrap_or_else(|e| panic!("-O{opt} {entry}: {e}"));
             assert_eq!(out.ret, Some(Scalar::I32(want)), "-O{opt} {entry}");
         }
     }

@@ -401,7 +401,8 @@ fn undefined_symbols_are_named() {
         } else {
             RetType::Void
         };
-        match run(&req) {
+        // SAFETY: the link fails, so nothing is called (and `k` has the declared type).
+        match unsafe { run(&req) } {
             Err(e) => assert!(e.to_string().contains(name), "run error lacks {name}: {e}"),
             Ok(_) => panic!("run succeeded with undefined {name}"),
         }
@@ -412,7 +413,8 @@ fn undefined_symbols_are_named() {
 fn unknown_entry_lists_the_available_functions() {
     let mut req = request(&elfjit_tests::case("elementwise_sqrt_fma"), host(), 2).unwrap();
     req.entry = Some("nope".to_string());
-    match run(&req) {
+    // SAFETY: the entry does not exist, so nothing is called.
+    match unsafe { run(&req) } {
         Err(Error::UnknownEntry { name, available }) => {
             assert_eq!(name, "nope");
             assert_eq!(available, ["ew_sqrt_fma".to_string()]);
@@ -428,7 +430,8 @@ fn several_globals_without_entry_is_ambiguous() {
                 static int hidden(void) { return 3; }\nint (*keep)(void) = hidden;\n";
     let mut req = RunRequest::new(src.to_vec(), Lang::C);
     req.ret = RetType::I32;
-    match run(&req) {
+    // SAFETY: no entry is chosen, so nothing is called.
+    match unsafe { run(&req) } {
         Err(Error::AmbiguousEntry { mut available }) => {
             available.sort();
             // Static functions and data objects are not entry candidates.
@@ -439,7 +442,8 @@ fn several_globals_without_entry_is_ambiguous() {
     }
     // With an entry it runs.
     req.entry = Some("second".into());
-    let out = run(&req).expect("entry second");
+    // SAFETY: `second` is `int second(void)`, as declared.
+    let out = unsafe { run(&req) }.expect("entry second");
     assert_eq!(out.ret, Some(elfjit::args::Scalar::I32(2)));
 }
 
@@ -494,7 +498,8 @@ fn clang_errors_carry_the_diagnostic() {
         Lang::C,
     );
     req.ret = RetType::I32;
-    match run(&req) {
+    // SAFETY: the source does not compile, so nothing is called.
+    match unsafe { run(&req) } {
         Err(Error::ClangFailed { stderr, .. }) => {
             assert!(stderr.contains("undeclared_thing"), "{stderr}")
         }

@@ -3,7 +3,7 @@
 //! `qemu-loongarch64`, and checks every kernel it reports with the corpus's own checks:
 //! the same arguments (compared spelling by spelling) and the same Rust reference results.
 
-use elfjit::args::{ArgOutcome, Scalar};
+use elfjit::args::{ArgOutcome, Buffer, Scalar, ScalarType};
 use elfjit::run::{RunOutcome, Timings};
 use elfjit::Arch;
 use elfjit_tests::{case, corpus};
@@ -116,7 +116,9 @@ fn parse(stdout: &str) -> (Vec<Report>, String) {
                     Some((elem, len)) => {
                         let len: usize = len.trim_end_matches(']').parse().unwrap();
                         assert_eq!(values.len(), len, "{line}");
-                        ArgOutcome::Buffer(values.iter().map(|v| scalar(elem, v)).collect())
+                        let elems: Vec<Scalar> = values.iter().map(|v| scalar(elem, v)).collect();
+                        let ty = ScalarType::from_name(elem).expect("element type");
+                        ArgOutcome::Buffer(Buffer::from_values(ty, &elems).expect("buffer"))
                     }
                     None => ArgOutcome::Scalar(scalar(ty, values[0])),
                 });

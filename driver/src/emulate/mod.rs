@@ -40,7 +40,7 @@ pub mod protocol;
 pub mod runner;
 pub mod shim;
 
-use crate::args::{ArgOutcome, ArgSpec, Buffer, Scalar, ScalarType, BUFFER_ALIGN};
+use crate::args::{ArgOutcome, ArgSpec, Buffer, ScalarType, BUFFER_ALIGN};
 use crate::clang::{CompileOptions, Compiler, Lang};
 use crate::error::{Error, Result};
 use crate::ffi::ArgKind;
@@ -192,9 +192,21 @@ pub fn run_emulated(
     });
     let load = t.elapsed();
 
-    // Buffers, each 64-byte aligned in one region, and the argument block.
+    // Buffers, each 64-byte aligned in one region (allocated fallibly, once: the total
+    // was capped before compiling), and the argument block.
+    let region_size = req.args.iter().fold(0usize, |end, spec| match spec {
+        ArgSpec::Buffer { .. } => {
+            align_up(end, BUFFER_ALIGN).saturating_add(spec.buffer_bytes() as usize)
+        }
+        ArgSpec::Scalar(_) => end,
+    });
+    let mut region: Vec<u8> = Vec::new();
+    region.try_reserve_exact(region_size).map_err(|_| {
+        Error::Memory(format!(
+            "cannot allocate {region_size} bytes for the buffers"
+        ))
+    })?;
     let mut placed: Vec<Option<Placed>> = Vec::with_capacity(req.args.len());
-    let mut region = Vec::new();
     for spec in &req.args {
         placed.push(match spec {
             ArgSpec::Buffer { ty, init } => {
@@ -202,10 +214,7 @@ pub fn run_emulated(
                 let buffer = Buffer::new(*ty, init)?;
                 let offset = align_up(region.len(), BUFFER_ALIGN);
                 region.resize(offset, 0);
-                for i in 0..buffer.len() {
-                    let v = buffer.get(i).unwrap_or_else(|| ty.zero());
-                    region.extend_from_slice(&shim::scalar_le(v)[..ty.size()]);
-                }
+                region.extend_from_slice(&buffer.to_le_bytes());
                 Some(Placed {
                     offset,
                     ty: *ty,
@@ -251,6 +260,7 @@ pub fn run_emulated(
         None => None,
         Some(ty) => shim::scalar_from_le(ty, &reply.ret),
     };
+    drop(region);
     let args = req
         .args
         .iter()
@@ -261,17 +271,12 @@ pub fn run_emulated(
                     .buffers
                     .get(p.offset..p.offset + p.len * p.ty.size())
                     .unwrap_or(&[]);
-                ArgOutcome::Buffer(
-                    bytes
-                        .chunks_exact(p.ty.size())
-                        .filter_map(|c| shim::scalar_from_le(p.ty, c))
-                        .collect::<Vec<Scalar>>(),
-                )
+                Buffer::from_le_bytes(p.ty, bytes).map(ArgOutcome::Buffer)
             }
-            (ArgSpec::Scalar(s), None) => ArgOutcome::Scalar(*s),
-            (ArgSpec::Buffer { .. }, None) => ArgOutcome::Buffer(Vec::new()),
+            (ArgSpec::Scalar(s), None) => Ok(ArgOutcome::Scalar(*s)),
+            (ArgSpec::Buffer { ty, .. }, None) => Buffer::zeroed(*ty, 0).map(ArgOutcome::Buffer),
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     Ok(RunOutcome {
         target: arch,
         entry,

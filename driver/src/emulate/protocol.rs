@@ -52,11 +52,21 @@ pub struct Request<'a> {
 }
 
 impl Request<'_> {
-    /// The request as sent on the runner's stdin.
+    /// The request as sent on the runner's stdin (tests; the runner is sent
+    /// [`Request::header`] and the three byte ranges without copying them into one).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
             REQUEST_HEADER + self.image.len() + self.args.len() + self.buffers.len(),
         );
+        out.extend_from_slice(&self.header());
+        out.extend_from_slice(self.image);
+        out.extend_from_slice(self.args);
+        out.extend_from_slice(self.buffers);
+        out
+    }
+
+    /// The 13 header words; the image, argument block and buffers follow them.
+    pub fn header(&self) -> [u8; REQUEST_HEADER] {
         let words = [
             REQUEST_MAGIC,
             self.image_base,
@@ -72,12 +82,10 @@ impl Request<'_> {
             self.buffers_base,
             self.buffers.len() as u64,
         ];
-        for w in words {
-            out.extend_from_slice(&w.to_le_bytes());
+        let mut out = [0u8; REQUEST_HEADER];
+        for (slot, w) in out.chunks_exact_mut(8).zip(words) {
+            slot.copy_from_slice(&w.to_le_bytes());
         }
-        out.extend_from_slice(self.image);
-        out.extend_from_slice(self.args);
-        out.extend_from_slice(self.buffers);
         out
     }
 }

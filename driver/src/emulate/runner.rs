@@ -1,20 +1,37 @@
 //! The runner program: built once per architecture with clang and lld, cached on disk,
 //! its symbol table read back for resolving the image's externals, and run under
 //! `qemu-<arch>` with the request on stdin.
+//!
+//! qemu-user performs a runner's system calls for real, so a runner is code elfjit
+//! executes as you, and is guarded like it: it is built in a private work directory
+//! inside the checked cache directory ([`crate::private_dir`]), its SHA-256 is recorded at
+//! build time in a `0600` file beside it (`runner-ARCH-HASH.sha256`), and on use both
+//! files must pass the ownership and mode checks and the digest must match what is read.
+//! qemu is then given the very file that was verified, through this process's open
+//! descriptor (`/proc/<pid>/fd/<n>`), not its path: replacing the file after the check
+//! changes nothing. A cache directory that is not yours alone is not used: the runner is
+//! then built for this process in a fresh private temporary directory.
 
-use super::protocol::{Reply, Request};
+use super::protocol::{Reply, Request, REPLY_HEADER};
 use super::{FAR_ADDRESS, RUNNER_BASE};
-use crate::clang::Compiler;
+use crate::bounded;
+use crate::child::{self, deadline_after, Failure, Spec, Stream};
+use crate::clang::{Compiler, MAX_DIAGNOSTICS};
 use crate::error::{Error, Result};
 use crate::flags;
+use crate::notes;
+use crate::private_dir::{random_hex, PrivateDir, Refused, TEMP_PREFIX};
 use elfjit_core::Arch;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 /// The runner's C source.
 pub const RUNNER_C: &str = include_str!("runner.c");
@@ -24,6 +41,13 @@ pub const SUPPORT_C: &str = include_str!("support.c");
 /// How long one emulated call may take before the runner is killed (override with
 /// `ELFJIT_RUN_TIMEOUT`, in seconds).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest runner executable read (they are about 100 KB).
+const MAX_RUNNER_SIZE: u64 = 64 << 20;
+/// The most stderr read from the runner or its build.
+const MAX_RUNNER_STDERR: usize = 1 << 20;
+/// A work directory this old belongs to a build that died: removed.
+const STALE_AFTER: Duration = Duration::from_secs(3600);
 
 fn emulation_error(arch: Arch, message: impl Into<String>) -> Error {
     Error::Emulation {
@@ -64,18 +88,32 @@ pub fn build_flags(arch: Arch, script: &Path) -> Vec<String> {
     f
 }
 
-/// A built runner: its path and its global symbols.
+/// A built runner: its path, its global symbols, and the verified executable, open.
 #[derive(Debug)]
 pub struct Runner {
     /// The arch it runs on.
     pub arch: Arch,
-    /// The executable.
+    /// Where it is cached (for messages; it is executed through [`Runner::program`]).
     pub path: PathBuf,
     /// Defined global symbols and their addresses.
     pub symbols: HashMap<String, u64>,
     /// Whatever clang printed while building it (empty when warnings-clean), if it was
     /// built by this process.
     pub build_log: Option<String>,
+    /// The file whose SHA-256 was verified, held open for the life of the runner.
+    executable: File,
+}
+
+impl Runner {
+    /// The path qemu is given: this process's descriptor of the verified file, so what
+    /// runs is what was checked whatever happens to [`Runner::path`] since.
+    pub fn program(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            self.executable.as_raw_fd()
+        ))
+    }
 }
 
 /// The ELF machine number of `arch`.
@@ -181,7 +219,9 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 }
 
 /// Where runners are cached: `$ELFJIT_CACHE_DIR`, else `$XDG_CACHE_HOME/elfjit`, else
-/// `~/.cache/elfjit`, else a directory under the system's temporary directory.
+/// `~/.cache/elfjit`, else (no `HOME`) `elfjit-<uid>` in the system's temporary directory.
+/// There is no directory shared between users: whichever is chosen must be yours alone
+/// to be used ([`PrivateDir`]).
 pub fn cache_dir() -> PathBuf {
     let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     if let Some(d) = non_empty("ELFJIT_CACHE_DIR") {
@@ -193,81 +233,16 @@ pub fn cache_dir() -> PathBuf {
     if let Some(h) = non_empty("HOME") {
         return PathBuf::from(h).join(".cache").join("elfjit");
     }
-    std::env::temp_dir().join("elfjit-cache")
-}
-
-static UNIQUE: AtomicUsize = AtomicUsize::new(0);
-
-/// A name no other thread or process is using in the cache directory.
-fn unique_name(stem: &str) -> String {
-    format!(
-        "{stem}.tmp-{}-{}",
-        std::process::id(),
-        UNIQUE.fetch_add(1, Ordering::Relaxed)
-    )
+    std::env::temp_dir().join(format!("elfjit-{}", crate::private_dir::euid()))
 }
 
 fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { context, source }
 }
 
-/// Builds the runner for `arch` into `dir` (atomically: a temporary file renamed into
-/// place) and returns clang's messages.
-fn build(compiler: &Compiler, arch: Arch, dir: &Path, dest: &Path) -> Result<String> {
-    let work = dir.join(unique_name("build"));
-    std::fs::create_dir_all(&work).map_err(io(format!("cannot create {}", work.display())))?;
-    let result = (|| {
-        let script = work.join("far.ld");
-        let runner_c = work.join("runner.c");
-        let support_c = work.join("support.c");
-        for (path, text) in [
-            (&script, far_script()),
-            (&runner_c, RUNNER_C.to_string()),
-            (&support_c, SUPPORT_C.to_string()),
-        ] {
-            std::fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))?;
-        }
-        let out = work.join("runner");
-        let output = Command::new(compiler.path())
-            .args(build_flags(arch, &script))
-            .arg("-o")
-            .arg(&out)
-            .arg(&runner_c)
-            .arg(&support_c)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(io(format!("cannot start {}", compiler.path().display())))?;
-        let log = String::from_utf8_lossy(&output.stderr).into_owned();
-        if !output.status.success() {
-            let hint = if log.contains("lld") || log.contains("fuse-ld") {
-                "\n(the runner is linked with lld: install it, e.g. `apt-get install lld-19`)"
-            } else {
-                ""
-            };
-            return Err(emulation_error(
-                arch,
-                format!(
-                    "building the runner with {} failed ({}):\n{}{hint}",
-                    compiler.path().display(),
-                    output.status,
-                    log.trim_end()
-                ),
-            ));
-        }
-        std::fs::rename(&out, dest).map_err(io(format!(
-            "cannot move the runner into {}",
-            dest.display()
-        )))?;
-        Ok(log)
-    })();
-    let _ = std::fs::remove_dir_all(&work);
-    result
-}
-
-/// The runner for `arch` in the cache `dir`: loaded if a valid one is there, else built
-/// (a cached file that is not a runner for `arch` is rebuilt).
-pub fn load_or_build(compiler: &Compiler, arch: Arch, dir: &Path) -> Result<Runner> {
-    let version = compiler.version()?;
+/// The cache file name of `arch`'s runner built by clang `version`: a hash of
+/// everything the build depends on.
+fn runner_name(arch: Arch, version: &str) -> String {
     let script = far_script();
     let flags = build_flags(arch, Path::new("far.ld")).join(" ");
     let hash = fnv1a(&[
@@ -277,56 +252,300 @@ pub fn load_or_build(compiler: &Compiler, arch: Arch, dir: &Path) -> Result<Runn
         flags.as_bytes(),
         version.as_bytes(),
     ]);
-    let path = dir.join(format!("runner-{}-{hash:016x}", arch.name()));
-    if let Some(symbols) = std::fs::read(&path)
-        .ok()
-        .and_then(|b| executable_symbols(&b, arch))
-    {
-        return Ok(Runner {
-            arch,
-            path,
-            symbols,
-            build_log: None,
-        });
+    format!("runner-{}-{hash:016x}", arch.name())
+}
+
+fn digest_name(runner: &str) -> String {
+    format!("{runner}.sha256")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `name` in the runner directory is elfjit's: a runner, its digest, or a
+/// temporary file or work directory (including the `build.tmp-*` of older versions).
+pub fn is_runner_file(name: &str) -> bool {
+    name.starts_with("runner-") || is_temporary(name)
+}
+
+fn is_temporary(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX) || name.contains(".tmp-")
+}
+
+/// Removes the emulated runners, their digests and leftover build directories from the
+/// runner cache `root` (`elfjit cache clear`); other files are left alone. A missing
+/// directory is empty; one that is not yours alone is refused and left as it is.
+pub fn clear_dir(root: &Path) -> Result<crate::cache::Cleared> {
+    crate::cache::clear_matching(root, is_runner_file)
+}
+
+/// Removes work directories and temporary files of builds that died (older than an
+/// hour); a build at work is younger.
+fn remove_stale(dir: &PrivateDir) {
+    let Ok(listing) = dir.list() else { return };
+    let now = SystemTime::now();
+    for l in listing {
+        let stale = now
+            .duration_since(l.modified)
+            .is_ok_and(|age| age > STALE_AFTER);
+        if stale && l.name.to_str().is_some_and(is_temporary) {
+            let _ = dir.remove_tree(&l.name);
+        }
     }
-    std::fs::create_dir_all(dir)
-        .map_err(io(format!("cannot create the cache {}", dir.display())))?;
-    let log = build(compiler, arch, dir, &path)?;
-    let bytes = std::fs::read(&path).map_err(io(format!("cannot read {}", path.display())))?;
-    let symbols = executable_symbols(&bytes, arch).ok_or_else(|| {
-        emulation_error(
+}
+
+/// Says once why the runner in `dir` is rebuilt.
+fn rebuilding(reason: &'static str, why: String) {
+    notes::once("runner cache", reason, || {
+        format!("rebuilding the emulation runner: {why}")
+    });
+}
+
+/// The cached runner `name` in `dir` if it and its digest pass every check and match;
+/// `None` (said once per reason) if it must be rebuilt.
+fn load(dir: &PrivateDir, name: &str, arch: Arch) -> Option<Runner> {
+    let refused = |e: Refused| {
+        if let Refused::Unsafe { reason, why } = e {
+            rebuilding(reason, why);
+        }
+    };
+    let mut runner = match dir.open_file(name, MAX_RUNNER_SIZE) {
+        Ok(f) => f,
+        Err(e) => {
+            refused(e);
+            return None;
+        }
+    };
+    let digest_file = digest_name(name);
+    let recorded = match dir.open_file(&digest_file, 256) {
+        Ok(mut f) => bounded::read_to_end(&mut f.file, 256, Some(f.len)).ok()?,
+        Err(Refused::Missing) => {
+            rebuilding(
+                "no-digest",
+                format!(
+                    "{} has no recorded SHA-256 digest ({digest_file})",
+                    dir.path().join(name).display()
+                ),
+            );
+            return None;
+        }
+        Err(e) => {
+            refused(e);
+            return None;
+        }
+    };
+    let bytes = bounded::read_to_end(&mut runner.file, MAX_RUNNER_SIZE, Some(runner.len)).ok()?;
+    let actual = hex(&Sha256::digest(&bytes));
+    if String::from_utf8_lossy(&recorded).trim() != actual {
+        rebuilding(
+            "digest-mismatch",
+            format!(
+                "the SHA-256 of {} does not match the digest recorded when it was built",
+                dir.path().join(name).display()
+            ),
+        );
+        return None;
+    }
+    let Some(symbols) = executable_symbols(&bytes, arch) else {
+        rebuilding(
+            "not-a-runner",
+            format!(
+                "{} is not a runner for {arch}",
+                dir.path().join(name).display()
+            ),
+        );
+        return None;
+    };
+    Some(Runner {
+        arch,
+        path: dir.path().join(name),
+        symbols,
+        build_log: None,
+        executable: runner.file,
+    })
+}
+
+/// Builds `arch`'s runner as `name` in `dir`: in a private work directory there, its
+/// digest recorded beside it; returns it opened and verified.
+fn build(compiler: &Compiler, arch: Arch, dir: &PrivateDir, name: &str) -> Result<Runner> {
+    let (work_name, work) = dir.temp_subdir("build").map_err(io(format!(
+        "cannot create a build directory in {}",
+        dir.path().display()
+    )))?;
+    let result = build_in(compiler, arch, &work, dir, name);
+    let _ = dir.remove_tree(OsStr::new(&work_name));
+    result
+}
+
+fn build_in(
+    compiler: &Compiler,
+    arch: Arch,
+    work: &PrivateDir,
+    dir: &PrivateDir,
+    name: &str,
+) -> Result<Runner> {
+    for (file, text) in [
+        ("far.ld", far_script()),
+        ("runner.c", RUNNER_C.to_string()),
+        ("support.c", SUPPORT_C.to_string()),
+    ] {
+        work.write_file(file, &[text.as_bytes()], 0o600)
+            .map_err(io(format!(
+                "cannot write {}",
+                work.path().join(file).display()
+            )))?;
+    }
+    let mut args: Vec<OsString> = build_flags(arch, Path::new("far.ld"))
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+    args.extend(["-o", "runner", "runner.c", "support.c"].map(OsString::from));
+    let mut spec = Spec::new(compiler.path(), args);
+    // The work directory through this process's descriptor: nothing on its path can
+    // redirect clang's reads and writes.
+    spec.current_dir = Some(work.fd_path());
+    spec.stderr_limit = MAX_DIAGNOSTICS;
+    spec.deadline = deadline_after(compiler.timeout());
+    let output = child::run(&spec).map_err(|f| match f {
+        Failure::TimedOut { .. } => emulation_error(
             arch,
             format!(
-                "the runner built at {} is not a valid executable",
-                path.display()
+                "building the runner with {} did not finish within {:.0} s and was killed",
+                compiler.path().display(),
+                compiler.timeout().as_secs_f64()
             ),
-        )
+        ),
+        other => child_error(arch, compiler.path(), other),
     })?;
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        let hint = if log.contains("lld") || log.contains("fuse-ld") {
+            "\n(the runner is linked with lld: install it, e.g. `apt-get install lld-19`)"
+        } else {
+            ""
+        };
+        return Err(emulation_error(
+            arch,
+            format!(
+                "building the runner with {} failed ({}):\n{}{hint}",
+                compiler.path().display(),
+                output.status,
+                log.trim_end()
+            ),
+        ));
+    }
+    let not_valid = |why: String| {
+        emulation_error(
+            arch,
+            format!("the runner built in {} {why}", work.path().display()),
+        )
+    };
+    let mut built = work
+        .open_file("runner", MAX_RUNNER_SIZE)
+        .map_err(|e| not_valid(format!("cannot be used: {e}")))?;
+    let bytes = bounded::read_to_end(&mut built.file, MAX_RUNNER_SIZE, Some(built.len))
+        .map_err(|e| not_valid(format!("cannot be read: {e}")))?;
+    let symbols = executable_symbols(&bytes, arch)
+        .ok_or_else(|| not_valid("is not a valid executable".to_string()))?;
+    // Executable (qemu wants an execute bit) by its owner only.
+    rustix::fs::fchmod(&built.file, rustix::fs::Mode::from_raw_mode(0o700))
+        .map_err(|e| io(format!("cannot protect {}", work.path().display()))(e.into()))?;
+    let digest = format!("{}\n", hex(&Sha256::digest(&bytes)));
+    work.rename_to("runner", dir, name).map_err(io(format!(
+        "cannot move the runner into {}",
+        dir.path().display()
+    )))?;
+    dir.write_file(&digest_name(name), &[digest.as_bytes()], 0o600)
+        .map_err(io(format!(
+            "cannot record the runner's digest in {}",
+            dir.path().display()
+        )))?;
     Ok(Runner {
         arch,
-        path,
+        path: dir.path().join(name),
         symbols,
         build_log: Some(log),
+        executable: built.file,
     })
+}
+
+/// The runner for `arch` in the cache `dir`: loaded if a valid one is there, else built
+/// (a cached file that does not verify is rebuilt). If `dir` is not yours alone (or
+/// cannot be created) it is not used: the runner is built for this process in a private
+/// temporary directory, which is removed at once (the open file stays runnable).
+pub fn load_or_build(compiler: &Compiler, arch: Arch, dir: &Path) -> Result<Runner> {
+    let version = compiler.version()?;
+    let name = runner_name(arch, &version);
+    match PrivateDir::open(dir, true) {
+        Ok(d) => {
+            if let Some(r) = load(&d, &name, arch) {
+                return Ok(r);
+            }
+            remove_stale(&d);
+            build(compiler, arch, &d, &name)
+        }
+        Err(e) => {
+            let reason = match &e {
+                Refused::Unsafe { reason, .. } => reason,
+                _ => "unusable",
+            };
+            notes::once("runner cache directory", reason, || {
+                format!(
+                    "not using the runner cache: {e}; whoever can write it could make \
+                     elfjit run their code. The runner is built for this process only"
+                )
+            });
+            let base = std::env::temp_dir();
+            let path = base.join(format!(
+                "elfjit-runner-{}",
+                random_hex().map_err(io("cannot name a temporary directory".into(),))?
+            ));
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&path)
+                .map_err(io(format!("cannot create {}", path.display())))?;
+            let private = PrivateDir::open(&path, false);
+            let result = match private {
+                Ok(d) => build(compiler, arch, &d, &name),
+                Err(e) => Err(emulation_error(
+                    arch,
+                    format!("cannot use {}: {e}", path.display()),
+                )),
+            };
+            let _ = std::fs::remove_dir_all(&path);
+            result
+        }
+    }
 }
 
 /// The runner for `arch`: from this process's memory, else [`load_or_build`] in
 /// [`cache_dir`].
 pub fn runner(compiler: &Compiler, arch: Arch) -> Result<Arc<Runner>> {
+    runner_in(compiler, arch, &cache_dir())
+}
+
+/// [`runner`] with the cache directory given. Each (clang, directory, architecture) has
+/// its own slot: a build holds only its own, so a slow build (bounded by the compiler's
+/// timeout) delays the runs that need that very runner and no other.
+pub fn runner_in(compiler: &Compiler, arch: Arch, dir: &Path) -> Result<Arc<Runner>> {
     type Key = (PathBuf, PathBuf, Arch);
-    static RUNNERS: OnceLock<Mutex<HashMap<Key, Arc<Runner>>>> = OnceLock::new();
-    let dir = cache_dir();
-    let key = (compiler.path().to_path_buf(), dir.clone(), arch);
-    // Held across the build, so one thread builds while the others wait for it.
-    let mut runners = RUNNERS
+    type Slot = Arc<Mutex<Option<Arc<Runner>>>>;
+    static RUNNERS: OnceLock<Mutex<HashMap<Key, Slot>>> = OnceLock::new();
+    let key = (compiler.path().to_path_buf(), dir.to_path_buf(), arch);
+    let slot = RUNNERS
         .get_or_init(Default::default)
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(r) = runners.get(&key) {
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(key)
+        .or_default()
+        .clone();
+    let mut slot = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(r) = &*slot {
         return Ok(r.clone());
     }
-    let r = Arc::new(load_or_build(compiler, arch, &dir)?);
-    runners.insert(key, r.clone());
+    let r = Arc::new(load_or_build(compiler, arch, dir)?);
+    *slot = Some(r.clone());
     Ok(r)
 }
 
@@ -366,13 +585,17 @@ pub fn find_qemu(arch: Arch) -> Result<PathBuf> {
     ))
 }
 
-/// The call timeout: `ELFJIT_RUN_TIMEOUT` seconds if set, else [`DEFAULT_TIMEOUT`].
-fn timeout() -> Duration {
-    std::env::var("ELFJIT_RUN_TIMEOUT")
+/// The call timeout: `ELFJIT_RUN_TIMEOUT` seconds if set (a positive number), else
+/// [`DEFAULT_TIMEOUT`]. A value too large to represent (`1e20`, `inf`) is no limit.
+fn timeout() -> Option<Duration> {
+    let Some(secs) = std::env::var("ELFJIT_RUN_TIMEOUT")
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64)
+        .filter(|s| *s > 0.0)
+    else {
+        return Some(DEFAULT_TIMEOUT);
+    };
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 /// Describes how a process ended.
@@ -397,98 +620,106 @@ fn describe(status: ExitStatus) -> String {
     status.to_string()
 }
 
-/// Runs `program args...` with `input` on stdin; returns stdout or an error built from
-/// stderr and the exit status. Used for the runner (under qemu) and by tests.
+/// The error for a child that did not finish by itself (all but the timeout, which each
+/// caller words).
+fn child_error(arch: Arch, program: &Path, f: Failure) -> Error {
+    match f {
+        Failure::Spawn(source) => Error::Io {
+            context: format!("cannot start {}", program.display()),
+            source,
+        },
+        Failure::TimedOut { .. } => emulation_error(
+            arch,
+            format!(
+                "{} did not finish in time and was killed",
+                program.display()
+            ),
+        ),
+        Failure::TooMuchOutput {
+            stream: Stream::Stdout,
+            limit,
+            ..
+        } => emulation_error(
+            arch,
+            format!(
+                "the runner's reply is longer than the {limit} bytes expected (did the kernel \
+                 write to stdout?); it was stopped"
+            ),
+        ),
+        Failure::TooMuchOutput { limit, stderr, .. } => emulation_error(
+            arch,
+            format!(
+                "{} wrote more than {limit} bytes of messages and was stopped; the first: {}",
+                program.display(),
+                String::from_utf8_lossy(stderr.get(..stderr.len().min(4096)).unwrap_or_default())
+            ),
+        ),
+        Failure::OutOfMemory { stream, bytes } => Error::Memory(format!(
+            "cannot allocate {bytes} bytes for the {stream:?} of {}",
+            program.display()
+        )),
+        Failure::Io(source) => Error::Io {
+            context: format!("cannot talk to {}", program.display()),
+            source,
+        },
+    }
+}
+
+/// Runs `program args...` with `input` (its parts in order) on stdin and at most
+/// `reply_limit` bytes expected on stdout, within `limit` (`None`: no limit); returns
+/// stdout or an error built from stderr and the exit status. Used for the runner (under
+/// qemu) and by tests.
 pub fn exchange(
     arch: Arch,
     program: &Path,
-    args: &[&std::ffi::OsStr],
-    input: &[u8],
-    limit: Duration,
+    args: &[&OsStr],
+    input: &[&[u8]],
+    reply_limit: usize,
+    limit: Option<Duration>,
 ) -> Result<Vec<u8>> {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(io(format!("cannot start {}", program.display())))?;
-    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(emulation_error(arch, "cannot open pipes to the runner"));
-    };
-    let input = input.to_vec();
-    // The runner stops reading at the first error: a broken pipe here is not the story.
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stderr.read_to_end(&mut b);
-        b
-    });
-    let deadline = Instant::now() + limit;
-    let mut nap = Duration::from_micros(200);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) => {}
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(io(format!("cannot wait for {}", program.display()))(e));
-            }
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(emulation_error(
-                arch,
-                format!(
-                    "the runner did not finish within {:.0} s and was killed \
-                     (set ELFJIT_RUN_TIMEOUT to allow longer)",
-                    limit.as_secs_f64()
-                ),
-            ));
-        }
-        std::thread::sleep(nap);
-        nap = (nap * 2).min(Duration::from_millis(20));
-    };
-    let _ = writer.join();
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    if !status.success() {
-        let said = String::from_utf8_lossy(&stderr);
+    let mut spec = Spec::new(program, args.iter().map(|a| a.to_os_string()).collect());
+    spec.input = input;
+    spec.stdout_limit = reply_limit;
+    spec.stderr_limit = MAX_RUNNER_STDERR;
+    spec.deadline = limit.and_then(deadline_after);
+    let finished = child::run(&spec).map_err(|f| match f {
+        Failure::TimedOut { .. } => emulation_error(
+            arch,
+            format!(
+                "the runner did not finish within {:.0} s and was killed \
+                 (set ELFJIT_RUN_TIMEOUT to allow longer)",
+                limit.unwrap_or_default().as_secs_f64()
+            ),
+        ),
+        other => child_error(arch, program, other),
+    })?;
+    if !finished.status.success() {
+        let said = String::from_utf8_lossy(&finished.stderr);
         let said = said.trim();
         return Err(emulation_error(
             arch,
             format!(
                 "the runner failed ({}){}{said}",
-                describe(status),
+                describe(finished.status),
                 if said.is_empty() { "" } else { ": " }
             ),
         ));
     }
-    Ok(stdout)
+    Ok(finished.stdout)
 }
 
 /// Sends `request` to the runner under qemu and returns its parsed reply.
 pub fn call(runner: &Runner, request: &Request<'_>) -> Result<Reply> {
     let qemu = find_qemu(runner.arch)?;
+    let header = request.header();
+    let parts: [&[u8]; 4] = [&header, request.image, request.args, request.buffers];
+    let program = runner.program();
     let out = exchange(
         runner.arch,
         &qemu,
-        &[runner.path.as_os_str()],
-        &request.encode(),
+        &[program.as_os_str()],
+        &parts,
+        REPLY_HEADER + request.buffers.len(),
         timeout(),
     )?;
     Reply::decode(&out, request.buffers.len()).map_err(|m| emulation_error(runner.arch, m))
@@ -532,8 +763,9 @@ mod tests {
                 Arch::X86_64,
                 sh,
                 &["-c".as_ref(), script.as_ref()],
-                b"input",
-                Duration::from_secs(20),
+                &[b"in", b"put"],
+                1 << 20,
+                Some(Duration::from_secs(20)),
             )
         };
         assert_eq!(run("cat").unwrap(), b"input");
@@ -546,8 +778,9 @@ mod tests {
             Arch::X86_64,
             sh,
             &["-c".as_ref(), "sleep 30".as_ref()],
-            b"",
-            Duration::from_millis(200),
+            &[],
+            1 << 20,
+            Some(Duration::from_millis(200)),
         )
         .unwrap_err();
         assert!(e.to_string().contains("did not finish"), "{e}");
@@ -555,10 +788,22 @@ mod tests {
             Arch::X86_64,
             Path::new("/nonexistent/elfjit-qemu"),
             &[],
-            b"",
-            Duration::from_secs(1),
+            &[],
+            1 << 20,
+            Some(Duration::from_secs(1)),
         )
         .unwrap_err();
         assert!(matches!(e, Error::Io { .. }), "{e}");
+        // A reply longer than expected stops the runner and says so.
+        let e = exchange(
+            Arch::X86_64,
+            sh,
+            &["-c".as_ref(), "yes".as_ref()],
+            &[],
+            64,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("reply is longer"), "{e}");
     }
 }

@@ -73,9 +73,11 @@ pub fn source(entry: &str, kinds: &[ArgKind], ret: RetType) -> Result<String> {
             .join(", ")
     };
     let mut s = String::new();
+    // The entry's name goes only into the asm label's string literal (checked above),
+    // never into a comment: a name may contain `*/`.
     let _ = writeln!(
         s,
-        "/* elfjit call shim for `{entry}`: unpack the argument block, call, store the result. */"
+        "/* elfjit call shim: unpack the argument block, call the entry, store the result. */"
     );
     let _ = writeln!(
         s,
@@ -184,6 +186,18 @@ mod tests {
             assert!(s.contains(&format!("elfjit_entry({})", c_type(t))), "{s}");
             assert!(s.contains("unsigned long long v ="));
         }
+    }
+
+    #[test]
+    fn an_entry_name_closing_a_comment_stays_in_its_string() {
+        let s = source("k*/x", &[], RetType::I32).unwrap();
+        assert!(s.contains("__asm__(\"k*/x\")"), "{s}");
+        assert_eq!(
+            s.matches("*/").count(),
+            2,
+            "the comment's end and the name's: {s}"
+        );
+        assert!(s.lines().next().unwrap().ends_with("*/"), "{s}");
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl fmt::Display for ArenaError {
                     _ => {}
                 }
                 if errno != 0 {
-                    write!(f, ": OS error {errno}")?;
+                    write!(f, ": {}", std::io::Error::from_raw_os_error(errno))?;
                 }
                 Ok(())
             }
@@ -92,7 +92,8 @@ impl fmt::Display for ArenaError {
             ArenaError::PackedUnavailable { step, errno } => write!(
                 f,
                 "code arena: packed mode needs an executable memfd mapped twice, and {step} \
-                 failed (OS error {errno}); use a page-granular arena"
+                 failed ({}); use a page-granular arena",
+                std::io::Error::from_raw_os_error(errno)
             ),
             ArenaError::UsedAfterFork => f.write_str(
                 "code arena: a packed arena created before fork cannot load in the child \
@@ -101,7 +102,8 @@ impl fmt::Display for ArenaError {
             ArenaError::Os { op, size, errno } => {
                 write!(
                     f,
-                    "code arena: {op} of {size} bytes failed: OS error {errno}"
+                    "code arena: {op} of {size} bytes failed: {}",
+                    std::io::Error::from_raw_os_error(errno)
                 )
             }
             ArenaError::BadRequest { what, size } => {

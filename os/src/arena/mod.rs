@@ -66,7 +66,9 @@ pub enum Mode {
 pub struct ArenaConfig {
     pub mode: Mode,
     /// Address space per protection class in each chunk, rounded up to 2 MiB; at most
-    /// 512 MiB so a chunk's regions stay within ±2 GiB of each other. Default 256 MiB.
+    /// 512 MiB so a chunk's regions stay within ±2 GiB of each other. Default 256 MiB;
+    /// a chunk the address space cannot hold (a low `RLIMIT_AS`) is halved, down to what
+    /// the module needs.
     pub class_bytes: usize,
     /// The most address space the arena reserves in all chunks. Default 64 GiB.
     pub max_reserved: usize,
@@ -485,9 +487,9 @@ impl Shared {
     /// Reserves a chunk big and aligned enough for `reqs`; returns its index.
     fn add_chunk(&self, state: &mut State, reqs: &[Request; 3]) -> Result<usize, ArenaError> {
         let align = reqs.iter().map(|&(_, a)| a).fold(REGION_ALIGN, usize::max);
-        let mut bytes = [0usize; 3];
-        for (b, &(size, a)) in bytes.iter_mut().zip(reqs) {
-            let need = size
+        let mut need = [0usize; 3];
+        for (n, &(size, a)) in need.iter_mut().zip(reqs) {
+            *n = size
                 .checked_next_multiple_of(self.page)
                 .and_then(|s| s.checked_add(a))
                 .and_then(|s| s.checked_next_multiple_of(align))
@@ -495,8 +497,32 @@ impl Shared {
                     what: "segment size overflows",
                     size: size as u64,
                 })?;
-            *b = need.max(self.config.class_bytes.next_multiple_of(align));
         }
+        // The configured size first; where the address space cannot hold it (a low
+        // RLIMIT_AS), half of it, and so on down to what this request needs.
+        let mut class = self.config.class_bytes.next_multiple_of(align);
+        loop {
+            let bytes = need.map(|n| n.max(class));
+            match self.add_chunk_of(state, reqs, bytes, align) {
+                Err(ArenaError::Exhausted {
+                    resource: Resource::AddressSpace,
+                    ..
+                }) if class > align && need.iter().any(|&n| n < class) => {
+                    class = (class / 2).next_multiple_of(align);
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Reserves a chunk of `bytes` per class, aligned to `align`, for `reqs`.
+    fn add_chunk_of(
+        &self,
+        state: &mut State,
+        reqs: &[Request; 3],
+        bytes: [usize; 3],
+        align: usize,
+    ) -> Result<usize, ArenaError> {
         let len = match self.config.mode {
             Mode::PageGranular => bytes.iter().sum::<usize>(),
             Mode::Packed => 2 * (bytes[0] + bytes[1]) + bytes[2],

@@ -5,12 +5,9 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use elfjit_core::Arch;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
-fn clang() -> String {
-    std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into())
-}
+#[path = "../../../core/tests/common/clang_run.rs"]
+mod clang_run;
 
 /// The bare-metal triple and the CPU/ABI flags elfjit's driver uses for this architecture.
 pub fn target_flags() -> Vec<&'static str> {
@@ -29,28 +26,10 @@ pub fn target_flags() -> Vec<&'static str> {
 
 /// Compiles C `source` at `opt` with `flags` (triple and CPU) into an object.
 pub fn compile_with(flags: &[&str], source: &str, opt: &str) -> Vec<u8> {
-    let mut child = Command::new(clang())
-        .args(flags)
-        .args(["-c", opt, "-fPIC", "-ffreestanding", "-fno-math-errno"])
-        .args(["-fno-stack-protector", "-x", "c", "-", "-o", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clang-19 (set ELFJIT_CLANG)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(source.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let mut args = flags.to_vec();
+    args.extend(["-c", opt, "-fPIC", "-ffreestanding", "-fno-math-errno"]);
+    args.extend(["-fno-stack-protector", "-x", "c", "-", "-o", "-"]);
+    clang_run::clang_output(&args, source.as_bytes())
 }
 
 /// Compiles C `source` at `opt` for the architecture this test runs on.

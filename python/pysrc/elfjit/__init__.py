@@ -1,0 +1,64 @@
+"""elfjit: compile C or LLVM IR with clang and load the object into this process.
+
+    import ctypes, elfjit
+    obj = elfjit.compile("int add(int a, int b) { return a + b; }")
+    m = elfjit.load(obj)
+    add = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int)(m.address("add"))
+    assert add(2, 40) == 42
+
+Code pages are never writable and executable at once; far calls (to libm, compiler-rt
+helpers, your own resolver's symbols) go through stubs. ``elfjit.tinygrad.install()``
+puts tinygrad's CPU device on this loader.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from elfjit._native import (
+    ArgumentError,
+    ClangNotFoundError,
+    CompileError,
+    Error,
+    InternalError,
+    LinkError,
+    Module,
+    ResourceError,
+    SymbolNotFoundError,
+    UnsupportedError,
+    __version__,
+    clang_path,
+    compile,
+    host,
+    load,
+)
+
+if TYPE_CHECKING:
+    from elfjit import tinygrad as tinygrad
+
+__all__ = [
+    "ArgumentError",
+    "ClangNotFoundError",
+    "CompileError",
+    "Error",
+    "InternalError",
+    "LinkError",
+    "Module",
+    "ResourceError",
+    "SymbolNotFoundError",
+    "UnsupportedError",
+    "__version__",
+    "clang_path",
+    "compile",
+    "host",
+    "load",
+    "tinygrad",
+]
+
+
+def __getattr__(name: str) -> object:
+    # `elfjit.tinygrad` is imported on first use: most programs never need it.
+    if name == "tinygrad":
+        return importlib.import_module("elfjit.tinygrad")
+    raise AttributeError(f"module 'elfjit' has no attribute {name!r}")
