@@ -1,5 +1,7 @@
 //! Modules in code arenas: the process-wide default, arenas chosen per load, several
 //! modules published together, and what a module keeps alive.
+//! (Not with the dlopen-fallback: its modules are shared libraries, in no arena.)
+#![cfg(not(feature = "dlopen-fallback"))]
 
 use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, Module};
 use elfjit_os::{Arena, ArenaConfig, ArenaError, Mode, Resource};
