@@ -181,9 +181,9 @@ impl RelocProblem {
 /// why: the object, the relocation, where it is, what it refers to and the values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RelocError {
-    /// The object's index in the link.
+    /// The object's index in the link (0 for the first).
     pub object: u32,
-    /// The object's name, when the caller gave one.
+    /// The object's name, when the caller named its objects ([`Input`](crate::Input)).
     pub object_name: Option<Name>,
     pub arch: Arch,
     /// The relocation type's number and name (`R_X86_64_PC32`).
@@ -349,11 +349,16 @@ pub enum Error {
     /// A relocation is refused: its type is not linked, its place lies outside its
     /// section, its pair is missing, or its value cannot be written.
     Relocation(RelocError),
-    /// A fixed-capacity table is full.
-    CapacityExceeded {
+    /// Storage the caller provided for a plan's table (or the linker's scratch) is too
+    /// short: `table` names the field of [`PlanStorage`](crate::PlanStorage) (or
+    /// `"externals"`), `needed` the entries it must hold.
+    StorageTooSmall {
         table: &'static str,
-        capacity: usize,
+        needed: usize,
+        provided: usize,
     },
+    /// With the `alloc` feature: allocating a plan's table failed.
+    OutOfMemory { table: &'static str, needed: usize },
     /// The image would be larger than elfjit allows.
     ImageTooLarge { size: u64 },
     /// The memory backend failed.
@@ -385,10 +390,20 @@ impl fmt::Display for Error {
             }
             Error::UndefinedSymbol { name } => write!(f, "undefined symbol `{name}`"),
             Error::Relocation(e) => write!(f, "{e}"),
-            Error::CapacityExceeded { table, capacity } => write!(
+            Error::StorageTooSmall {
+                table,
+                needed,
+                provided,
+            } => write!(
                 f,
-                "too many {table} for elfjit's fixed tables (capacity {capacity})"
+                "plan storage `{table}` holds {provided} entries; this link needs {needed}"
             ),
+            Error::OutOfMemory { table, needed } => {
+                write!(
+                    f,
+                    "cannot allocate {needed} entries for plan table `{table}`"
+                )
+            }
             Error::ImageTooLarge { size } => write!(f, "image of {size} bytes is too large"),
             Error::Backend(e) => write!(f, "{e}"),
             Error::BackendMismatch { what } => write!(f, "memory backend mismatch: {what}"),

@@ -1,13 +1,22 @@
-//! Linking a planned image into backend memory: copy, resolve, fill GOT and stubs, apply
-//! relocations, protect, flush. Nothing here allocates or searches per relocation: every
-//! lookup is an index into a table the plan built.
+//! Linking a planned image into backend memory: resolve, copy, fill GOT and stubs, apply
+//! relocations, publish. The plan is only read, so one plan links as often as wanted, at
+//! different addresses or into different backends. What a link learns (the external
+//! symbols' addresses) goes into a scratch the caller lends ([`Plan::link_in`]) or, with
+//! the `alloc` feature, one allocated at its exact size (`Plan::link`). Nothing here
+//! searches per relocation: every lookup is an index into a table the plan built.
 
-use crate::arch::reloc::{Applied, HiInput, Pair, RelocInput, StubInput};
+use crate::arch::dispatch::WithApply;
+use crate::arch::reloc::{Applied, Failure, HiInput, Pair, RelocInput, StubInput};
 use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
 use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
-use crate::plan::{terminator_size, Definition, Plan, SectionPlace, GOT_SLOT_SIZE};
+use crate::plan::{
+    terminator_size, Base, BaseOffset, Definition, ExternalSlot, GotSlot, LowHalf, Plan,
+    SectionPlace, StubIndex, SymbolEntry, SymbolIndex, GOT_SLOT_SIZE,
+};
+use crate::table::{Table, TableIndex, View};
+use object::elf::RelocationType;
 
 /// One applied relocation, reported to a link observer (used by `elfjit inspect`).
 #[derive(Clone, Copy, Debug)]
@@ -23,10 +32,106 @@ pub struct RelocRecord {
     pub applied: Applied,
 }
 
-/// A linked image: the plan plus the target addresses its segments were linked at.
-pub struct Image<'p, 'a> {
-    plan: &'p Plan<'a>,
+/// The target addresses one link computes against.
+#[derive(Clone, Copy, Debug)]
+struct Bases {
     placement: Placement,
+    /// The GOT's first byte.
+    got: u64,
+    /// The first stub.
+    stubs: u64,
+    stub_size: u64,
+    /// Each [`Base`](crate::plan::Base)'s address, by [`BaseOffset::base_index`].
+    by_base: [u64; Base::COUNT],
+}
+
+impl Bases {
+    fn new(plan: &Plan<'_>, placement: Placement) -> Bases {
+        // An image with neither read-only data nor GOT slots has no read-only segment, yet
+        // GOT-relative relocations (GOTPC32, GOTOFF64) still need one reference point near
+        // the code: its code segment's start.
+        let got = if plan.layout.get(SegmentKind::ReadOnly).size == 0 {
+            let code = placement.target(SegmentKind::Code);
+            if code != 0 {
+                code
+            } else {
+                placement.target(SegmentKind::Data)
+            }
+        } else {
+            placement
+                .target(SegmentKind::ReadOnly)
+                .wrapping_add(plan.got_offset)
+        };
+        Bases {
+            placement,
+            got,
+            stubs: placement
+                .target(SegmentKind::Code)
+                .wrapping_add(plan.stub_offset),
+            stub_size: plan.arch.stub_size(),
+            by_base: [
+                0,
+                placement.target(SegmentKind::Code),
+                placement.target(SegmentKind::ReadOnly),
+                placement.target(SegmentKind::Data),
+                got,
+            ],
+        }
+    }
+
+    fn segment(&self, kind: SegmentKind) -> u64 {
+        self.placement.target(kind)
+    }
+
+    /// The target address of `place` (a loaded section).
+    fn section(&self, place: &SectionPlace) -> u64 {
+        self.segment(place.segment)
+            .wrapping_add(place.segment_offset)
+    }
+
+    #[inline]
+    fn got_slot(&self, slot: GotSlot) -> u64 {
+        self.got.wrapping_add(slot.offset())
+    }
+
+    #[inline]
+    fn stub(&self, stub: StubIndex) -> u64 {
+        self.stubs.wrapping_add(stub.offset(self.stub_size))
+    }
+}
+
+/// The addresses one link resolves: the plan's tables, the bases and the externals.
+#[derive(Clone, Copy)]
+struct Resolved<'t> {
+    symbols: View<'t, SymbolIndex, SymbolEntry>,
+    externals: View<'t, ExternalSlot, u64>,
+    bases: Bases,
+}
+
+impl Resolved<'_> {
+    /// The address of `entry` (an alias carries its target's location).
+    #[inline]
+    fn address(&self, entry: &SymbolEntry) -> u64 {
+        let at: BaseOffset = entry.at;
+        match at.base_index() {
+            Some(base) => self
+                .bases
+                .by_base
+                .get(base)
+                .map_or(0, |b| b.wrapping_add(at.offset)),
+            None => usize::try_from(at.offset)
+                .ok()
+                .and_then(ExternalSlot::from_position)
+                .and_then(|slot| self.externals.get(slot))
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+
+    /// The address a reference to `symbol` resolves to.
+    fn address_of(&self, symbol: SymbolIndex) -> u64 {
+        self.symbols.get(symbol).map_or(0, |e| self.address(e))
+    }
 }
 
 /// The writable bytes of segment `kind` from `backend`.
@@ -34,13 +139,6 @@ fn segment_mut<B: MemoryBackend + ?Sized>(backend: &mut B, kind: SegmentKind) ->
     backend.segment_mut(kind).ok_or(Error::BackendMismatch {
         what: "no writable memory for a segment",
     })
-}
-
-/// The target address of `place` (a loaded section) under `placement`.
-fn section_address(placement: &Placement, place: &SectionPlace) -> u64 {
-    placement
-        .target(place.segment)
-        .wrapping_add(place.segment_offset)
 }
 
 fn slice_mut(memory: &mut [u8], offset: u64, len: u64) -> Result<&mut [u8]> {
@@ -55,9 +153,44 @@ fn slice_mut(memory: &mut [u8], offset: u64, len: u64) -> Result<&mut [u8]> {
 }
 
 impl<'a> Plan<'a> {
-    /// Links the planned image into memory from `backend`, resolving external symbols with
-    /// `resolver`.
-    pub fn link<B, R>(&mut self, backend: &mut B, resolver: &mut R) -> Result<Image<'_, 'a>>
+    /// Links the planned image into memory from `backend`, resolving external symbols
+    /// with `resolver` into `externals` (at least [`external_count`](Plan::external_count)
+    /// entries; the image keeps them for [`Image::address_of`]). The plan is not changed:
+    /// it can be linked again, elsewhere.
+    pub fn link_in<'p, B, R>(
+        &'p self,
+        backend: &mut B,
+        resolver: &mut R,
+        externals: &'p mut [u64],
+    ) -> Result<Image<'p, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+    {
+        self.link_observed_in(backend, resolver, externals, &mut |_: &RelocRecord| {})
+    }
+
+    /// Like [`link_in`](Plan::link_in), calling `observer` after each relocation is
+    /// applied.
+    pub fn link_observed_in<'p, B, R, O>(
+        &'p self,
+        backend: &mut B,
+        resolver: &mut R,
+        externals: &'p mut [u64],
+        observer: &mut O,
+    ) -> Result<Image<'p, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        let externals = Table::lent(externals, self.external_count(), "externals", 0)?;
+        self.link_into(backend, resolver, externals, observer)
+    }
+
+    /// [`link_in`](Plan::link_in) with the externals' scratch allocated at its exact size.
+    #[cfg(feature = "alloc")]
+    pub fn link<B, R>(&self, backend: &mut B, resolver: &mut R) -> Result<Image<'_, 'a>>
     where
         B: MemoryBackend + ?Sized,
         R: SymbolResolver + ?Sized,
@@ -65,9 +198,11 @@ impl<'a> Plan<'a> {
         self.link_observed(backend, resolver, &mut |_: &RelocRecord| {})
     }
 
-    /// Like [`link`](Plan::link), calling `observer` after each relocation is applied.
+    /// [`link_observed_in`](Plan::link_observed_in) with the externals' scratch allocated
+    /// at its exact size.
+    #[cfg(feature = "alloc")]
     pub fn link_observed<B, R, O>(
-        &mut self,
+        &self,
         backend: &mut B,
         resolver: &mut R,
         observer: &mut O,
@@ -77,7 +212,25 @@ impl<'a> Plan<'a> {
         R: SymbolResolver + ?Sized,
         O: FnMut(&RelocRecord) + ?Sized,
     {
-        let layout = self.layout();
+        let externals = Table::allocated(self.external_count(), "externals", 0)?;
+        self.link_into(backend, resolver, externals, observer)
+    }
+
+    fn link_into<'p, B, R, O>(
+        &'p self,
+        backend: &mut B,
+        resolver: &mut R,
+        mut externals: Table<'p, ExternalSlot, u64>,
+        observer: &mut O,
+    ) -> Result<Image<'p, 'a>>
+    where
+        B: MemoryBackend + ?Sized,
+        R: SymbolResolver + ?Sized,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        // Before any memory is asked for: an undefined symbol leaves the backend untouched.
+        self.resolve_externals(resolver, &mut externals)?;
+        let layout = self.layout;
         let placement = backend.allocate(&layout)?;
         for kind in SegmentKind::ALL {
             let request = layout.get(kind);
@@ -98,24 +251,66 @@ impl<'a> Plan<'a> {
                 });
             }
         }
+        let resolved = Resolved {
+            symbols: self.symbols.view(),
+            externals: externals.view(),
+            bases: Bases::new(self, placement),
+        };
         self.copy_sections(backend)?;
-        self.resolve_symbols(&placement, resolver)?;
-        self.write_got_and_stubs(backend, &placement)?;
-        self.apply_relocations(backend, &placement, observer)?;
+        self.write_got_and_stubs(backend, &resolved)?;
+        self.apply_relocations(backend, &resolved, observer)?;
         backend.publish()?;
+        let bases = resolved.bases;
         Ok(Image {
             plan: self,
-            placement,
+            bases,
+            externals,
         })
+    }
+
+    /// Asks `resolver` for every referenced external, once each.
+    fn resolve_externals<R: SymbolResolver + ?Sized>(
+        &self,
+        resolver: &mut R,
+        externals: &mut Table<'_, ExternalSlot, u64>,
+    ) -> Result<()> {
+        if self.externals == 0 {
+            return Ok(());
+        }
+        for (_, entry) in self.loaded() {
+            for (local, flat) in entry.symbols() {
+                let Some(Definition::External {
+                    weak,
+                    slot: Some(slot),
+                }) = self.symbols.get(flat).map(|s| s.def)
+                else {
+                    continue;
+                };
+                let name = entry.object.symbol(local)?.name;
+                let address = match resolver.resolve(name) {
+                    Some(address) => address,
+                    None if weak => 0,
+                    None => {
+                        return Err(Error::UndefinedSymbol {
+                            name: Name::new(name),
+                        })
+                    }
+                };
+                if let Some(out) = externals.get_mut(slot) {
+                    *out = address;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn copy_sections<B: MemoryBackend + ?Sized>(&self, backend: &mut B) -> Result<()> {
         // Fresh memory that reads as zero needs no zero-fill: writing it would commit
         // every page of `.bss`.
         let zero_filled = backend.zero_filled();
-        for entry in self.objects.iter() {
+        for (_, entry) in self.loaded() {
             for index in 0..entry.object.section_count() {
-                let Some(place) = self.sections.get(entry.section_base as usize + index) else {
+                let Some(place) = entry.section(index).and_then(|i| self.sections.get(i)) else {
                     continue;
                 };
                 if !place.loaded || place.size == 0 || (place.zeroed && zero_filled) {
@@ -140,78 +335,13 @@ impl<'a> Plan<'a> {
             return Ok(());
         }
         // COMMON symbols keep their size in the object's symbol table.
-        for entry in self.objects.iter() {
-            for index in 0..entry.object.symbol_count() {
-                let flat = entry.symbol_base as usize + index;
-                if let Some(Definition::Common { offset }) = self.symbol_def(flat) {
-                    let size = entry.object.symbol(index)?.size;
-                    if size == 0 {
-                        continue;
-                    }
-                    let memory = segment_mut(backend, SegmentKind::Data)?;
-                    slice_mut(memory, offset, size)?.fill(0);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn resolve_symbols<R: SymbolResolver + ?Sized>(
-        &mut self,
-        placement: &Placement,
-        resolver: &mut R,
-    ) -> Result<()> {
-        let got_base = self.got_base(placement);
-        for obj in 0..self.objects.len() {
-            let Some(entry) = self.objects.get(obj).copied() else {
-                continue;
-            };
-            for index in 0..entry.object.symbol_count() {
-                let flat = entry.symbol_base as usize + index;
-                let Some(symbol) = self.symbols.get(flat).copied() else {
+        for (_, symbol) in self.symbols.enumerate() {
+            if let Definition::Common { offset } = symbol.def {
+                if symbol.size == 0 {
                     continue;
-                };
-                let address = match symbol.def {
-                    Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => 0,
-                    Definition::InSection { section, value } => self
-                        .sections
-                        .get(section as usize)
-                        .map_or(0, |p| section_address(placement, p))
-                        .wrapping_add(value),
-                    Definition::Absolute(value) => value,
-                    Definition::Common { offset } => {
-                        placement.target(SegmentKind::Data).wrapping_add(offset)
-                    }
-                    Definition::GotRelative(bias) => got_base.wrapping_add_signed(bias),
-                    Definition::External { weak } => {
-                        if !symbol.referenced {
-                            0
-                        } else {
-                            let name = entry.object.symbol(index)?.name;
-                            match resolver.resolve(name) {
-                                Some(address) => address,
-                                None if weak => 0,
-                                None => {
-                                    return Err(Error::UndefinedSymbol {
-                                        name: Name::new(name),
-                                    })
-                                }
-                            }
-                        }
-                    }
-                };
-                if let Some(s) = self.symbols.get_mut(flat) {
-                    s.address = address;
                 }
-            }
-        }
-        // Aliases point at entries resolved above (never at other aliases).
-        for flat in 0..self.symbols.len() {
-            if let Some(Definition::Alias(target)) = self.symbol_def(flat) {
-                let address = self.symbols.get(target as usize).map_or(0, |s| s.address);
-                if let Some(s) = self.symbols.get_mut(flat) {
-                    s.address = address;
-                }
+                let memory = segment_mut(backend, SegmentKind::Data)?;
+                slice_mut(memory, offset, symbol.size)?.fill(0);
             }
         }
         Ok(())
@@ -220,34 +350,37 @@ impl<'a> Plan<'a> {
     fn write_got_and_stubs<B: MemoryBackend + ?Sized>(
         &self,
         backend: &mut B,
-        placement: &Placement,
+        resolved: &Resolved<'_>,
     ) -> Result<()> {
-        let stub_size = self.arch.stub_size();
-        let got_base = self.got_base(placement);
-        let stub_base = self.stub_base(placement);
+        let bases = &resolved.bases;
+        // Aliases carry copies of their targets' slots and stubs: each is written once.
+        let owned = |s: &&SymbolEntry| !matches!(s.def, Definition::Alias(_));
         if self.got_slots != 0 {
             let got = segment_mut(backend, SegmentKind::ReadOnly)?;
-            for symbol in self.symbols.iter().filter(|s| s.got_slot != u32::MAX) {
-                let offset = self.got_offset + u64::from(symbol.got_slot) * GOT_SLOT_SIZE;
-                write_u64(slice_mut(got, offset, GOT_SLOT_SIZE)?, symbol.address).ok_or(
-                    Error::BackendMismatch {
-                        what: "GOT outside memory",
-                    },
-                )?;
+            for symbol in self.symbols.entries().iter().filter(owned) {
+                let Some(slot) = symbol.got else { continue };
+                let offset = self.got_offset + slot.offset();
+                write_u64(
+                    slice_mut(got, offset, GOT_SLOT_SIZE)?,
+                    resolved.address(symbol),
+                )
+                .ok_or(Error::BackendMismatch {
+                    what: "GOT outside memory",
+                })?;
             }
         }
         if self.stubs != 0 {
             let code = segment_mut(backend, SegmentKind::Code)?;
-            for symbol in self.symbols.iter().filter(|s| s.stub != u32::MAX) {
-                let offset = u64::from(symbol.stub) * stub_size;
+            for symbol in self.symbols.entries().iter().filter(owned) {
+                let Some(index) = symbol.stub else { continue };
                 let stub = StubInput {
-                    address: stub_base.wrapping_add(offset),
-                    target: symbol.address,
-                    got_slot: (symbol.got_slot != u32::MAX)
-                        .then(|| got_base + u64::from(symbol.got_slot) * GOT_SLOT_SIZE),
-                    got_base,
+                    address: bases.stub(index),
+                    target: resolved.address(symbol),
+                    got_slot: symbol.got.map(|slot| bases.got_slot(slot)),
+                    got_base: bases.got,
                 };
-                let bytes = slice_mut(code, self.stub_offset + offset, stub_size)?;
+                let offset = self.stub_offset + index.offset(bases.stub_size);
+                let bytes = slice_mut(code, offset, bases.stub_size)?;
                 self.arch
                     .write_stub(bytes, &stub)
                     .ok_or(Error::BackendMismatch {
@@ -261,177 +394,291 @@ impl<'a> Plan<'a> {
     fn apply_relocations<B, O>(
         &self,
         backend: &mut B,
-        placement: &Placement,
+        resolved: &Resolved<'_>,
         observer: &mut O,
     ) -> Result<()>
     where
         B: MemoryBackend + ?Sized,
         O: FnMut(&RelocRecord) + ?Sized,
     {
-        let got_base = self.got_base(placement);
-        let stub_base = self.stub_base(placement);
-        let stub_size = self.arch.stub_size();
+        let bases = &resolved.bases;
         let pairs = self.arch.has_pairs();
-        let mut next_lo = 0usize;
-        for (obj, rela_index, target) in self.relocation_sections() {
-            let Some(entry) = self.objects.get(obj) else {
-                continue;
-            };
-            let Some(place) = self
-                .sections
-                .get(entry.section_base as usize + target)
-                .copied()
-            else {
-                continue;
-            };
-            // An empty section has no memory (its segment may be empty too); any
-            // relocation in it that is not a hint was refused by the pre-scan.
-            let section_bytes: &mut [u8] = if place.size == 0 {
-                &mut []
-            } else {
-                let memory = segment_mut(backend, place.segment)?;
-                slice_mut(memory, place.segment_offset, place.size)?
-            };
-            let section_address = section_address(placement, &place);
-            for rela in entry.object.relocations(rela_index)? {
-                let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
-                let symbol = self.symbols.get(flat).copied();
-                let (s, got_slot, stub, size, other) = match symbol {
-                    Some(sym) => (
-                        sym.address,
-                        self.got_slot_address(sym.got_slot, got_base),
-                        (sym.stub != u32::MAX).then(|| stub_base + u64::from(sym.stub) * stub_size),
-                        sym.size,
-                        sym.other,
-                    ),
-                    None => (0, None, None, 0, 0),
+        let mut low_halves = self.low_halves.entries().iter();
+        for (object, entry) in self.loaded() {
+            let object = object.position();
+            for (rela_index, target) in crate::plan::relocation_sections(&entry.object) {
+                let Some(place) = entry.section(target).and_then(|i| self.sections.get(i)) else {
+                    continue;
                 };
-                // A low half takes the next recorded pair, in the pre-scan's order.
-                let hi = if pairs
-                    && self
-                        .arch
-                        .classify(rela.r_type)
-                        .is_some_and(|c| c.pair == Pair::Lo)
-                {
-                    let hi = self
-                        .lo_links
-                        .get(next_lo)
-                        .and_then(|&i| self.hi_input(i, placement, got_base));
-                    next_lo += 1;
-                    hi
+                // An empty section has no memory (its segment may be empty too); any
+                // relocation in it that is not a hint was refused by the pre-scan.
+                let section_bytes: &mut [u8] = if place.size == 0 {
+                    &mut []
                 } else {
-                    None
+                    let memory = segment_mut(backend, place.segment)?;
+                    slice_mut(memory, place.segment_offset, place.size)?
                 };
-                let input = RelocInput {
-                    r_type: rela.r_type,
-                    s,
-                    a: rela.addend,
-                    p: section_address.wrapping_add(rela.offset),
-                    got_slot,
-                    got_base,
-                    stub,
-                    size,
-                    other,
-                    hi,
+                let section = SectionLink {
+                    plan: self,
+                    resolved,
+                    symbols: self
+                        .symbols
+                        .entries()
+                        .get(entry.symbol_range())
+                        .unwrap_or(&[]),
+                    address: bases.section(place),
+                    object,
+                    target,
                 };
-                let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
-                let place_bytes = section_bytes.get_mut(at..).unwrap_or(&mut []);
-                let applied = self.arch.apply(&input, place_bytes).map_err(|failure| {
-                    Error::Relocation(RelocError {
-                        s,
-                        p: input.p,
-                        value: failure.value,
-                        ..entry
-                            .object
-                            .reloc_error(obj, target, &rela, failure.problem)
-                    })
-                })?;
-                observer(&RelocRecord {
-                    object: obj,
-                    section: target,
-                    rela,
-                    symbol_address: s,
-                    place_address: input.p,
-                    applied,
-                });
+                let relocations = entry.object.relocations(rela_index)?;
+                if pairs {
+                    section.apply_with_pairs(
+                        relocations,
+                        section_bytes,
+                        &mut low_halves,
+                        observer,
+                    )?;
+                } else {
+                    section.apply(relocations, section_bytes, observer)?;
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// The inputs of high half `pair`, for its low halves.
+    fn hi_input(&self, pair: crate::plan::PairIndex, resolved: &Resolved<'_>) -> Option<HiInput> {
+        let hi = self.high_halves.get(pair)?;
+        let symbol = resolved.symbols.get(hi.symbol?)?;
+        Some(HiInput {
+            r_type: hi.r_type,
+            s: resolved.address(symbol),
+            a: hi.addend,
+            p: resolved.bases.segment(hi.segment).wrapping_add(hi.offset),
+            got_slot: symbol.got.map(|slot| resolved.bases.got_slot(slot)),
+        })
+    }
+}
+
+/// What one architecture's relocation arithmetic returns.
+type ApplyResult = core::result::Result<Applied, Failure>;
+
+/// What applying one section's relocations needs, fixed for the section.
+struct SectionLink<'l, 'a> {
+    plan: &'l Plan<'a>,
+    resolved: &'l Resolved<'l>,
+    /// The object's symbols.
+    symbols: &'l [SymbolEntry],
+    /// The section's target address.
+    address: u64,
+    object: usize,
+    /// The section's index in its object.
+    target: usize,
+}
+
+impl SectionLink<'_, '_> {
+    /// The inputs of `rela` (but a low half's high half).
+    #[inline]
+    fn input(&self, rela: &Rela) -> RelocInput {
+        let bases = &self.resolved.bases;
+        let (s, got_slot, stub, size, other) = match self.symbols.get(rela.symbol as usize) {
+            Some(sym) => (
+                self.resolved.address(sym),
+                sym.got.map(|slot| bases.got_slot(slot)),
+                sym.stub.map(|stub| bases.stub(stub)),
+                sym.size,
+                sym.other,
+            ),
+            None => (0, None, None, 0, 0),
+        };
+        RelocInput {
+            r_type: rela.r_type,
+            s,
+            a: rela.addend,
+            p: self.address.wrapping_add(rela.offset),
+            got_slot,
+            got_base: bases.got,
+            stub,
+            size,
+            other,
+            hi: None,
+        }
+    }
+
+    /// Applies `input` at `rela`'s place in `section` with `apply` (the architecture's)
+    /// and reports it to `observer`.
+    #[inline]
+    fn apply_one<F, O>(
+        &self,
+        apply: F,
+        rela: &Rela,
+        input: &RelocInput,
+        section: &mut [u8],
+        observer: &mut O,
+    ) -> Result<()>
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> ApplyResult,
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        let at = usize::try_from(rela.offset).unwrap_or(usize::MAX);
+        let place = section.get_mut(at..).unwrap_or(&mut []);
+        let applied = match apply(input, place) {
+            Ok(applied) => applied,
+            Err(failure) => return Err(self.error(rela, input, failure)),
+        };
+        observer(&RelocRecord {
+            object: self.object,
+            section: self.target,
+            rela: *rela,
+            symbol_address: input.s,
+            place_address: input.p,
+            applied,
+        });
+        Ok(())
+    }
+
+    #[cold]
+    fn error(&self, rela: &Rela, input: &RelocInput, failure: Failure) -> Error {
+        Error::Relocation(RelocError {
+            s: input.s,
+            p: input.p,
+            value: failure.value,
+            ..self
+                .plan
+                .reloc_error(self.object, self.target, rela, failure.problem)
+        })
+    }
+
+    /// Applies every relocation of a section on an architecture without pairs.
+    fn apply<O>(
+        &self,
+        relocations: impl Iterator<Item = Rela>,
+        section: &mut [u8],
+        observer: &mut O,
+    ) -> Result<()>
+    where
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        self.plan.arch.with_apply(ApplyAll {
+            link: self,
+            relocations,
+            section,
+            observer,
+        })
+    }
+
+    /// Applies every relocation of a section, giving each low half of a pair the next
+    /// recorded high half (the pre-scan recorded them in this order).
+    fn apply_with_pairs<O>(
+        &self,
+        relocations: impl Iterator<Item = Rela>,
+        section: &mut [u8],
+        low_halves: &mut core::slice::Iter<'_, LowHalf>,
+        observer: &mut O,
+    ) -> Result<()>
+    where
+        O: FnMut(&RelocRecord) + ?Sized,
+    {
+        let arch = self.plan.arch;
+        let mut last_type: Option<(RelocationType, bool)> = None;
+        for rela in relocations {
+            let is_lo = match last_type {
+                Some((r_type, is_lo)) if r_type == rela.r_type => is_lo,
+                _ => {
+                    let is_lo = arch
+                        .classify(rela.r_type)
+                        .is_some_and(|c| c.pair == Pair::Lo);
+                    last_type = Some((rela.r_type, is_lo));
+                    is_lo
+                }
+            };
+            let mut input = self.input(&rela);
+            if is_lo {
+                input.hi = low_halves
+                    .next()
+                    .and_then(|low| low.0)
+                    .and_then(|pair| self.plan.hi_input(pair, self.resolved));
+            }
+            self.apply_one(
+                |input, place| arch.apply(input, place),
+                &rela,
+                &input,
+                section,
+                observer,
+            )?;
         }
         Ok(())
     }
 }
 
-impl Plan<'_> {
-    /// The target address of the GOT's first byte. An image with neither read-only data
-    /// nor GOT slots has no read-only segment, yet GOT-relative relocations (GOTPC32,
-    /// GOTOFF64) still need one reference point near the code: its code segment's start.
-    fn got_base(&self, placement: &Placement) -> u64 {
-        if self.layout().get(SegmentKind::ReadOnly).size == 0 {
-            let code = placement.target(SegmentKind::Code);
-            return if code != 0 {
-                code
-            } else {
-                placement.target(SegmentKind::Data)
-            };
+/// Every relocation of a section on an architecture without pairs, in a loop compiled
+/// for one architecture's `apply` (`Arch::with_apply`).
+struct ApplyAll<'s, 'l, 'a, I, O: ?Sized> {
+    link: &'s SectionLink<'l, 'a>,
+    relocations: I,
+    section: &'s mut [u8],
+    observer: &'s mut O,
+}
+
+impl<I, O> WithApply for ApplyAll<'_, '_, '_, I, O>
+where
+    I: Iterator<Item = Rela>,
+    O: FnMut(&RelocRecord) + ?Sized,
+{
+    type Output = Result<()>;
+
+    #[inline(always)]
+    fn run<F>(self, apply: F) -> Result<()>
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
+    {
+        for rela in self.relocations {
+            let input = self.link.input(&rela);
+            self.link
+                .apply_one(apply, &rela, &input, self.section, self.observer)?;
         }
-        placement
-            .target(SegmentKind::ReadOnly)
-            .wrapping_add(self.got_offset)
-    }
-
-    /// The target address of the first stub.
-    fn stub_base(&self, placement: &Placement) -> u64 {
-        placement
-            .target(SegmentKind::Code)
-            .wrapping_add(self.stub_offset)
-    }
-
-    fn got_slot_address(&self, slot: u32, got_base: u64) -> Option<u64> {
-        (slot != u32::MAX).then(|| got_base + u64::from(slot) * GOT_SLOT_SIZE)
-    }
-
-    /// The inputs of high half `index`, for its low halves.
-    fn hi_input(&self, index: u32, placement: &Placement, got_base: u64) -> Option<HiInput> {
-        let hi = self.his.get(index as usize)?;
-        let symbol = self.symbols.get(hi.symbol as usize)?;
-        let section = self.sections.get(hi.section as usize)?;
-        Some(HiInput {
-            r_type: hi.r_type,
-            s: symbol.address,
-            a: hi.addend,
-            p: section_address(placement, section).wrapping_add(hi.offset),
-            got_slot: self.got_slot_address(symbol.got_slot, got_base),
-        })
+        Ok(())
     }
 }
 
-impl<'a> Image<'_, 'a> {
+/// A linked image: the plan, the target addresses its segments were linked at, and the
+/// addresses its external symbols resolved to.
+pub struct Image<'p, 'a> {
+    plan: &'p Plan<'a>,
+    bases: Bases,
+    externals: Table<'p, ExternalSlot, u64>,
+}
+
+impl<'p, 'a> Image<'p, 'a> {
+    fn resolved(&self) -> Resolved<'_> {
+        Resolved {
+            symbols: self.plan.symbols.view(),
+            externals: self.externals.view(),
+            bases: self.bases,
+        }
+    }
+
     /// Where the backend placed each segment.
     pub fn placement(&self) -> Placement {
-        self.placement
+        self.bases.placement
     }
 
     /// The target address of section `index` of object `object`, if it was loaded.
     pub fn section_address(&self, object: usize, index: usize) -> Option<u64> {
         let place = self.plan.section_place(object, index)?;
-        place
-            .loaded
-            .then(|| section_address(&self.placement, &place))
+        place.loaded.then(|| self.bases.section(&place))
     }
 
     /// The plan the image was linked from.
-    pub fn plan(&self) -> &Plan<'a> {
+    pub fn plan(&self) -> &'p Plan<'a> {
         self.plan
     }
 
     /// The address symbol `index` of object `object` resolved to (0 for an unreferenced
     /// external), or `None` if there is no such symbol.
     pub fn address_of(&self, object: usize, index: usize) -> Option<u64> {
-        let entry = self.plan.objects.get(object)?;
-        if index >= entry.object.symbol_count() {
-            return None;
-        }
-        let flat = self.plan.canonical(entry.symbol_base as usize + index);
-        self.plan.symbols.get(flat).map(|s| s.address)
+        let symbol = self.plan.object(object)?.symbol(index)?;
+        Some(self.resolved().address_of(symbol))
     }
 
     /// The target address of a global symbol defined in the image.
@@ -449,18 +696,18 @@ impl<'a> Image<'_, 'a> {
     /// The far-call stubs (veneers on aarch64) the linker wrote, one per external symbol
     /// called from too far away, in link order of the symbols they reach.
     pub fn stubs(&self) -> impl Iterator<Item = Stub<'a>> + '_ {
-        let stub_base = self.plan.stub_base(&self.placement);
-        let size = self.plan.arch.stub_size();
-        self.plan.objects.iter().flat_map(move |entry| {
-            (1..entry.object.symbol_count()).filter_map(move |index| {
-                let s = self.plan.symbols.get(entry.symbol_base as usize + index)?;
-                if s.stub == u32::MAX {
+        let bases = self.bases;
+        self.plan.loaded().flat_map(move |(_, entry)| {
+            entry.symbols().skip(1).filter_map(move |(index, flat)| {
+                let s = self.plan.symbols.get(flat)?;
+                // An alias carries its target's stub, which its target reports.
+                if matches!(s.def, Definition::Alias(_)) {
                     return None;
                 }
                 Some(Stub {
                     target: entry.object.symbol(index).ok()?.name,
-                    address: stub_base.wrapping_add(u64::from(s.stub) * size),
-                    size,
+                    address: bases.stub(s.stub?),
+                    size: bases.stub_size,
                 })
             })
         })
@@ -468,20 +715,20 @@ impl<'a> Image<'_, 'a> {
 
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
-        self.plan.objects.iter().flat_map(move |entry| {
-            (1..entry.object.symbol_count()).filter_map(move |index| {
+        let resolved = self.resolved();
+        self.plan.loaded().flat_map(move |(_, entry)| {
+            entry.symbols().skip(1).filter_map(move |(index, flat)| {
                 let sym = entry.object.symbol(index).ok()?;
                 if !sym.is_defined() || !sym.is_global() || sym.name.is_empty() {
                     return None;
                 }
-                let flat = entry.symbol_base as usize + index;
-                let s = self.plan.symbols.get(flat)?;
+                let s = resolved.symbols.get(flat)?;
                 if matches!(s.def, Definition::Unloaded | Definition::Nothing) {
                     return None;
                 }
                 Some(Global {
                     name: sym.name,
-                    address: s.address,
+                    address: resolved.address(s),
                     size: sym.size,
                     is_function: sym.kind == object::elf::STT_FUNC,
                     other: sym.other,

@@ -1,39 +1,125 @@
-//! The pre-scan: from the objects alone, decide where every section goes, which symbols
-//! need GOT slots and stubs, and how big each segment is — before any memory is asked for.
-//! Linking then only copies, computes and writes.
+//! The pre-scan: from the objects alone, decide where every section goes, what every
+//! symbol binds to, which symbols need GOT slots, stubs and external address slots, and how
+//! big each segment is — before any memory is asked for. Linking then only copies,
+//! computes and writes, and never changes the plan: one plan links as often as wanted.
+//!
+//! A plan's tables are sized to its input. They live in storage the caller lends
+//! ([`PlanStorage`], e.g. static buffers; [`PlanSizes::count`] says how much) or, with the
+//! `alloc` feature, in allocations of exactly the size needed (`Plan::new`).
 
-use crate::arch::reloc::Pair;
+use crate::arch::reloc::{Class, Pair};
 use crate::arch::Arch;
 use crate::bits::align_up;
 use crate::elf::{Object, Rela, Symbol};
-use crate::error::{Error, Location, Name, RelocProblem, Result};
+use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
 use crate::memory::{Layout, SegmentRequest};
-use heapless::Vec;
+use crate::names::{self, NameKey, NameSlot};
+use crate::table::{Table, TableIndex};
 use object::elf::{self, RelocationType};
 
-// Capacities: a kernel has tens of symbols and sections, a batch of 64 kernels in one
-// translation unit a few hundred. The whole plan stays under 100 KiB, so it fits on the
-// stack of a small embedded program.
+pub use crate::memory::{Segment, SegmentKind};
+pub use crate::names::NameEntry;
 
-/// Most objects linked into one image.
-pub const MAX_OBJECTS: usize = 32;
-/// Most section headers across all objects of one image.
-pub const MAX_SECTIONS: usize = 1024;
-/// Most symbols across all objects of one image.
-pub const MAX_SYMBOLS: usize = 2048;
-/// Most HI/LO relocation pairs (RISC-V PC-relative addressing) in one image.
-pub const MAX_PAIRS: usize = 1024;
-/// Largest image elfjit lays out (1 GiB): far beyond any kernel, well inside every
-/// architecture's PC-relative reach within the image.
+/// Largest image elfjit lays out (1 GiB, all segments together). It bounds what an object
+/// can make a backend allocate — a `.bss` of 2^40 bytes is refused here, before any memory
+/// is asked for — and keeps every offset and size of the plan far from overflowing.
+///
+/// It is not a reach guarantee: a PC-relative branch may reach less than this
+/// (ppc64le `REL24` ±32 MiB; aarch64 and loongarch64 `B26` ±128 MiB). Every range-limited
+/// relocation is checked when it is applied, so code too far from its target is a
+/// relocation error, never wrong code.
 pub const MAX_IMAGE_SIZE: u64 = 1 << 30;
 
 /// Size of a GOT slot (all supported architectures are 64-bit).
 pub const GOT_SLOT_SIZE: u64 = 8;
 
-/// "No slot" marker in the symbol table.
-const NONE: u32 = u32::MAX;
+index_type! {
+    /// An object's position in the link.
+    pub(crate) struct ObjectIndex;
+}
+index_type! {
+    /// A section of the image: its position among all objects' section headers.
+    pub(crate) struct SectionIndex;
+}
+index_type! {
+    /// A symbol of the image: its position among all objects' symbol tables.
+    pub(crate) struct SymbolIndex;
+}
+index_type! {
+    /// A GOT slot: its position in the GOT (slot `n` is `n * 8` bytes from its start).
+    pub struct GotSlot;
+}
+index_type! {
+    /// A far-call stub: its position among the stubs.
+    pub struct StubIndex;
+}
 
-pub use crate::memory::{Segment, SegmentKind};
+impl GotSlot {
+    /// The slot's position in the GOT.
+    pub fn index(self) -> usize {
+        self.position()
+    }
+
+    /// The slot's offset from the GOT's first byte.
+    pub(crate) fn offset(self) -> u64 {
+        u64::from(self) * GOT_SLOT_SIZE
+    }
+}
+
+impl StubIndex {
+    /// The stub's position among the stubs.
+    pub fn index(self) -> usize {
+        self.position()
+    }
+
+    /// The stub's offset from the first stub, for stubs of `stub_size` bytes.
+    pub(crate) fn offset(self, stub_size: u64) -> u64 {
+        u64::from(self) * stub_size
+    }
+}
+index_type! {
+    /// The high half of a relocation pair: its position in the table of high halves.
+    pub(crate) struct PairIndex;
+}
+index_type! {
+    /// A low half of a relocation pair: its position in relocation order.
+    pub(crate) struct LowIndex;
+}
+index_type! {
+    /// A referenced external symbol: its address's position in the linker's scratch.
+    pub(crate) struct ExternalSlot;
+}
+
+/// One object to link, with the name relocation errors call it by (a file or kernel name).
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
+/// The objects of one link, named or not.
+#[derive(Clone, Copy)]
+enum Inputs<'o, 'a> {
+    Plain(&'o [&'a [u8]]),
+    Named(&'o [Input<'a>]),
+}
+
+impl<'a> Inputs<'_, 'a> {
+    fn len(self) -> usize {
+        match self {
+            Inputs::Plain(objects) => objects.len(),
+            Inputs::Named(objects) => objects.len(),
+        }
+    }
+
+    /// Object `index`: its name, if given, and its bytes.
+    fn get(self, index: usize) -> Option<(Option<&'a str>, &'a [u8])> {
+        match self {
+            Inputs::Plain(objects) => objects.get(index).map(|&bytes| (None, bytes)),
+            Inputs::Named(objects) => objects.get(index).map(|i| (Some(i.name), i.bytes)),
+        }
+    }
+}
 
 /// Where one section of one object goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,77 +137,490 @@ pub struct SectionPlace {
     pub size: u64,
 }
 
-const NOT_LOADED: SectionPlace = SectionPlace {
-    loaded: false,
-    zeroed: false,
-    segment: SegmentKind::ReadOnly,
-    offset: 0,
-    segment_offset: 0,
-    size: 0,
-};
+impl SectionPlace {
+    /// A section that is not loaded; also what caller storage is filled with.
+    pub const NOT_LOADED: SectionPlace = SectionPlace {
+        loaded: false,
+        zeroed: false,
+        segment: SegmentKind::ReadOnly,
+        offset: 0,
+        segment_offset: 0,
+        size: 0,
+    };
+}
 
-/// What a symbol table entry refers to.
+/// What a symbol table entry refers to. The variants a plain reference needs nothing for
+/// come first, so that [`SymbolEntry::has_address`] is one comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Definition {
     /// The null symbol, or one no loaded relocation can use: address 0.
     Nothing,
-    /// In a loaded section (flat section index), at `value` from its start.
-    InSection { section: u32, value: u64 },
     /// An absolute value.
     Absolute(u64),
-    /// A COMMON symbol placed at this offset of the data segment.
+    /// In a loaded section: `offset` bytes into `segment`.
+    Placed { segment: SegmentKind, offset: u64 },
+    /// A COMMON symbol: `offset` bytes into the data segment (zero-filled by the linker
+    /// unless the backend's memory already reads as zero).
     Common { offset: u64 },
     /// In a section that is not loaded (debug info): relocations against it are errors.
     Unloaded,
-    /// Provided from outside the image (the resolver).
-    External { weak: bool },
-    /// The same symbol as another entry (flat index): a cross-object reference or a
-    /// repeated external.
-    Alias(u32),
     /// Defined by the linker at an offset from the GOT's first byte.
     GotRelative(i64),
+    /// Provided from outside the image (the resolver), into `slot` of the linker's scratch
+    /// once a relocation refers to it.
+    External {
+        weak: bool,
+        slot: Option<ExternalSlot>,
+    },
+    /// The same symbol as another entry: a cross-object reference or a repeated external.
+    /// Never points at another alias.
+    Alias(SymbolIndex),
 }
 
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SymbolEntry {
-    pub def: Definition,
-    pub got_slot: u32,
-    pub stub: u32,
-    pub referenced: bool,
-    /// `st_other` of the definition.
-    pub other: u8,
-    /// `st_size` of the definition.
-    pub size: u64,
-    /// Filled by the linker.
-    pub address: u64,
+/// What a symbol's address is counted from, once the plan is made: the link computes it
+/// as that base's target address plus an offset, with no case analysis per relocation.
+/// The discriminants are positions in a link's table of base addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Base {
+    /// Address 0 plus the offset: absolute symbols, and symbols with no address.
+    Zero = 0,
+    Code = 1,
+    ReadOnly = 2,
+    Data = 3,
+    /// The GOT's first byte (linker-defined GOT symbols).
+    Got = 4,
+    /// The resolved address in the externals scratch at the offset's position.
+    External = 5,
 }
 
-/// The high half of a relocation pair, recorded so that its low halves can find it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct HiEntry {
-    /// Flat index of the section holding the high half's place.
-    pub section: u32,
+impl Base {
+    /// Every base but [`Base::External`], in the order [`BaseOffset::base_index`] counts.
+    pub(crate) const COUNT: usize = 5;
+
+    fn of(segment: SegmentKind) -> Base {
+        match segment {
+            SegmentKind::Code => Base::Code,
+            SegmentKind::ReadOnly => Base::ReadOnly,
+            SegmentKind::Data => Base::Data,
+        }
+    }
+}
+
+/// Where a symbol's address comes from: `offset` bytes past `base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BaseOffset {
+    pub base: Base,
     pub offset: u64,
-    pub r_type: RelocationType,
-    /// Canonical flat symbol index of the high half's target.
-    pub symbol: u32,
-    pub addend: i64,
 }
 
+impl BaseOffset {
+    const NOWHERE: BaseOffset = BaseOffset {
+        base: Base::Zero,
+        offset: 0,
+    };
+
+    /// The position of `base` in a table of base addresses (`None` for an external).
+    #[inline]
+    pub(crate) fn base_index(self) -> Option<usize> {
+        let index = self.base as usize;
+        (index < Base::COUNT).then_some(index)
+    }
+}
+
+/// A parsed object and where its sections and symbols start in the plan's tables.
 #[derive(Clone, Copy)]
-pub(crate) struct ObjectEntry<'a> {
+pub(crate) struct Loaded<'a> {
     pub object: Object<'a>,
-    pub section_base: u32,
-    pub symbol_base: u32,
+    pub name: Option<&'a str>,
+    first_section: usize,
+    first_symbol: usize,
+}
+
+impl Loaded<'_> {
+    /// The image-wide index of this object's section `index`, if it has one.
+    pub(crate) fn section(&self, index: usize) -> Option<SectionIndex> {
+        if index >= self.object.section_count() {
+            return None;
+        }
+        SectionIndex::from_position(self.first_section.checked_add(index)?)
+    }
+
+    /// The image-wide index of this object's symbol `index`, if it has one.
+    pub(crate) fn symbol(&self, index: usize) -> Option<SymbolIndex> {
+        if index >= self.object.symbol_count() {
+            return None;
+        }
+        SymbolIndex::from_position(self.first_symbol.checked_add(index)?)
+    }
+
+    /// The positions of this object's symbols in the image-wide table.
+    pub(crate) fn symbol_range(&self) -> core::ops::Range<usize> {
+        self.first_symbol..self.first_symbol.saturating_add(self.object.symbol_count())
+    }
+
+    /// Every image-wide symbol index of this object with its local index.
+    pub(crate) fn symbols(&self) -> impl Iterator<Item = (usize, SymbolIndex)> + '_ {
+        (0..self.object.symbol_count()).filter_map(|i| Some((i, self.symbol(i)?)))
+    }
+}
+
+/// One entry of a plan's object table. Public only so that callers can provide storage
+/// for it (the `objects` of a [`PlanStorage`]); its contents are the plan's.
+#[derive(Clone, Copy)]
+pub struct ObjectEntry<'a>(Option<Loaded<'a>>);
+
+impl ObjectEntry<'_> {
+    /// An empty entry, to fill caller storage with.
+    pub const EMPTY: ObjectEntry<'static> = ObjectEntry(None);
+}
+
+/// One entry of a plan's symbol table (storage only, like [`ObjectEntry`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SymbolEntry {
+    pub(crate) def: Definition,
+    /// Where the address comes from (for an alias, its target's), set when the plan is
+    /// finished; an alias also carries its target's slots, size and `st_other`, so that a
+    /// link reads one entry per relocation.
+    pub(crate) at: BaseOffset,
+    pub(crate) got: Option<GotSlot>,
+    pub(crate) stub: Option<StubIndex>,
+    /// `st_size` of the definition.
+    pub(crate) size: u64,
+    /// `st_other` of the definition.
+    pub(crate) other: u8,
+    /// Goes into the name index (a named global definition, or a named undefined symbol).
+    indexed: bool,
+}
+
+impl SymbolEntry {
+    /// Defined here with an address (or none at all): a plain reference to it needs no
+    /// GOT slot, stub or external slot.
+    fn has_address(&self) -> bool {
+        matches!(
+            self.def,
+            Definition::Placed { .. }
+                | Definition::Common { .. }
+                | Definition::Absolute(_)
+                | Definition::Nothing
+        )
+    }
+
+    /// An empty entry, to fill caller storage with.
+    pub const EMPTY: SymbolEntry = SymbolEntry {
+        def: Definition::Nothing,
+        at: BaseOffset::NOWHERE,
+        got: None,
+        stub: None,
+        size: 0,
+        other: 0,
+        indexed: false,
+    };
+}
+
+/// The high half of a relocation pair (RISC-V `PCREL_HI20`), recorded so that its low
+/// halves can find it (storage only, like [`ObjectEntry`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HighHalf {
+    /// The high half's place: `offset` bytes into `segment`.
+    pub(crate) segment: SegmentKind,
+    pub(crate) offset: u64,
+    pub(crate) r_type: RelocationType,
+    /// The high half's target.
+    pub(crate) symbol: Option<SymbolIndex>,
+    pub(crate) addend: i64,
+}
+
+impl HighHalf {
+    /// An empty entry, to fill caller storage with.
+    pub const EMPTY: HighHalf = HighHalf {
+        segment: SegmentKind::Code,
+        offset: 0,
+        r_type: RelocationType(0),
+        symbol: None,
+        addend: 0,
+    };
+
+    fn place(&self) -> (SegmentKind, u64) {
+        (self.segment, self.offset)
+    }
+}
+
+/// A low half of a relocation pair: the high half it belongs to (storage only, like
+/// [`ObjectEntry`]).
+#[derive(Clone, Copy, Debug)]
+pub struct LowHalf(pub(crate) Option<PairIndex>);
+
+impl LowHalf {
+    /// An empty entry, to fill caller storage with.
+    pub const EMPTY: LowHalf = LowHalf(None);
+}
+
+/// How many entries each table of a plan needs: what [`PlanStorage`] must provide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanSizes {
+    /// One per object.
+    pub objects: usize,
+    /// One per section header, across all objects.
+    pub sections: usize,
+    /// One per symbol table entry, across all objects.
+    pub symbols: usize,
+    /// Slots of the name index (twice the names that cross objects, to a power of two).
+    pub names: usize,
+    /// High halves of relocation pairs (RISC-V `PCREL_HI20`).
+    pub high_halves: usize,
+    /// Low halves of relocation pairs (RISC-V `PCREL_LO12_I/S`).
+    pub low_halves: usize,
+}
+
+impl PlanSizes {
+    /// Counts what planning `objects` needs (each is parsed; nothing is laid out).
+    pub fn count(objects: &[&[u8]]) -> Result<PlanSizes> {
+        PlanSizes::count_inputs(Inputs::Plain(objects))
+    }
+
+    /// [`count`](PlanSizes::count) for named objects.
+    pub fn count_named(objects: &[Input<'_>]) -> Result<PlanSizes> {
+        PlanSizes::count_inputs(Inputs::Named(objects))
+    }
+
+    fn count_inputs(inputs: Inputs<'_, '_>) -> Result<PlanSizes> {
+        let mut sizes = PlanSizes {
+            objects: inputs.len(),
+            ..PlanSizes::default()
+        };
+        let mut names = 0usize;
+        let multi = inputs.len() > 1;
+        for index in 0..inputs.len() {
+            let Some((_, bytes)) = inputs.get(index) else {
+                continue;
+            };
+            let object = Object::parse(bytes)?;
+            sizes.sections = grow(sizes.sections, object.section_count())?;
+            sizes.symbols = grow(sizes.symbols, object.symbol_count())?;
+            for symbol in 1..object.symbol_count() {
+                if is_indexed(object.arch(), &object.symbol(symbol)?, multi) {
+                    names = grow(names, 1)?;
+                }
+            }
+            if object.arch().has_pairs() {
+                let (high, low) = count_pairs(&object)?;
+                sizes.high_halves = grow(sizes.high_halves, high)?;
+                sizes.low_halves = grow(sizes.low_halves, low)?;
+            }
+        }
+        sizes.names = names::slots_for(names).ok_or(too_many("names"))?;
+        Ok(sizes)
+    }
+}
+
+/// `total + more`, or an error if the tables could not be indexed.
+fn grow(total: usize, more: usize) -> Result<usize> {
+    total
+        .checked_add(more)
+        .filter(|&n| u32::try_from(n).is_ok())
+        .ok_or(too_many("table entries"))
+}
+
+fn too_many(what: &'static str) -> Error {
+    Error::NotSupported {
+        what,
+        value: u64::from(u32::MAX),
+    }
+}
+
+/// Whether `sym` (not the null symbol) goes into the name index: named undefined symbols
+/// (other than the ones the linker defines), and, when there are several objects, named
+/// global definitions.
+fn is_indexed(arch: Arch, sym: &Symbol<'_>, multi: bool) -> bool {
+    if sym.name.is_empty() {
+        return false;
+    }
+    if sym.is_defined() {
+        multi && sym.is_global()
+    } else {
+        arch.linker_defined(sym.name).is_none()
+    }
+}
+
+/// Every relocation section of `object` whose target is loaded: (rela section, target).
+pub(crate) fn relocation_sections<'o>(
+    object: &'o Object<'_>,
+) -> impl Iterator<Item = (usize, usize)> + 'o {
+    (0..object.section_count()).filter_map(move |index| {
+        let section = object.section(index).ok()?;
+        if section.kind != elf::SHT_RELA {
+            return None;
+        }
+        let target = section.info as usize;
+        object
+            .section(target)
+            .ok()?
+            .is_alloc()
+            .then_some((index, target))
+    })
+}
+
+/// High and low halves of pairs among `object`'s relocations (unsupported types are left
+/// to the scan to report).
+fn count_pairs(object: &Object<'_>) -> Result<(usize, usize)> {
+    let (mut high, mut low) = (0usize, 0usize);
+    for (rela, _) in relocation_sections(object) {
+        for r in object.relocations(rela)? {
+            match object.arch().classify(r.r_type).map(|c| c.pair) {
+                Some(Pair::Hi) => high = grow(high, 1)?,
+                Some(Pair::Lo) => low = grow(low, 1)?,
+                _ => {}
+            }
+        }
+    }
+    Ok((high, low))
+}
+
+/// Storage a caller lends a plan: one slice per table, at least as long as
+/// [`PlanSizes::count`] says (longer is fine; a shorter one is an
+/// [`Error::StorageTooSmall`] naming the table and the size needed). Only the object table
+/// holds borrowed data; the other tables can be static buffers reused by every link.
+///
+/// ```
+/// use elfjit_core::plan::*;
+/// let mut objects = [ObjectEntry::EMPTY; 1];
+/// let mut sections = [SectionPlace::NOT_LOADED; 64];
+/// let mut symbols = [SymbolEntry::EMPTY; 256];
+/// let mut names = [NameEntry::EMPTY; 64];
+/// let storage = PlanStorage {
+///     objects: &mut objects,
+///     sections: &mut sections,
+///     symbols: &mut symbols,
+///     names: &mut names,
+///     high_halves: &mut [],
+///     low_halves: &mut [],
+/// };
+/// let err = Plan::new_in(&[b"not an object".as_slice()], 4096, storage).err();
+/// assert!(err.is_some());
+/// ```
+pub struct PlanStorage<'a> {
+    pub objects: &'a mut [ObjectEntry<'a>],
+    pub sections: &'a mut [SectionPlace],
+    pub symbols: &'a mut [SymbolEntry],
+    pub names: &'a mut [NameEntry],
+    pub high_halves: &'a mut [HighHalf],
+    pub low_halves: &'a mut [LowHalf],
+}
+
+/// With the `alloc` feature: every table but the object table, allocated once at given
+/// sizes and lent to plan after plan (no allocation per plan).
+#[cfg(feature = "alloc")]
+pub struct PlanBuffers {
+    pub sections: alloc::vec::Vec<SectionPlace>,
+    pub symbols: alloc::vec::Vec<SymbolEntry>,
+    pub names: alloc::vec::Vec<NameEntry>,
+    pub high_halves: alloc::vec::Vec<HighHalf>,
+    pub low_halves: alloc::vec::Vec<LowHalf>,
+}
+
+#[cfg(feature = "alloc")]
+impl PlanBuffers {
+    /// Buffers for plans that need at most `sizes` (`sizes.objects` is the caller's).
+    pub fn new(sizes: PlanSizes) -> PlanBuffers {
+        PlanBuffers {
+            sections: alloc::vec![SectionPlace::NOT_LOADED; sizes.sections],
+            symbols: alloc::vec![SymbolEntry::EMPTY; sizes.symbols],
+            names: alloc::vec![NameEntry::EMPTY; sizes.names],
+            high_halves: alloc::vec![HighHalf::EMPTY; sizes.high_halves],
+            low_halves: alloc::vec![LowHalf::EMPTY; sizes.low_halves],
+        }
+    }
+
+    /// The storage for one plan, whose object table is `objects` (one entry per object).
+    pub fn lend<'a>(&'a mut self, objects: &'a mut [ObjectEntry<'a>]) -> PlanStorage<'a> {
+        PlanStorage {
+            objects,
+            sections: &mut self.sections,
+            symbols: &mut self.symbols,
+            names: &mut self.names,
+            high_halves: &mut self.high_halves,
+            low_halves: &mut self.low_halves,
+        }
+    }
+}
+
+/// Gives a plan its tables as their sizes become known.
+trait Provide<'a> {
+    fn objects(&mut self, n: usize) -> Result<Table<'a, ObjectIndex, ObjectEntry<'a>>>;
+    fn sections(&mut self, n: usize) -> Result<Table<'a, SectionIndex, SectionPlace>>;
+    fn symbols(&mut self, n: usize) -> Result<Table<'a, SymbolIndex, SymbolEntry>>;
+    fn names(&mut self, n: usize) -> Result<Table<'a, NameSlot, NameEntry>>;
+    fn high_halves(&mut self, n: usize) -> Result<Table<'a, PairIndex, HighHalf>>;
+    fn low_halves(&mut self, n: usize) -> Result<Table<'a, LowIndex, LowHalf>>;
+}
+
+impl<'a> Provide<'a> for PlanStorage<'a> {
+    fn objects(&mut self, n: usize) -> Result<Table<'a, ObjectIndex, ObjectEntry<'a>>> {
+        let slice = core::mem::take(&mut self.objects);
+        Table::lent(slice, n, "objects", ObjectEntry::EMPTY)
+    }
+    fn sections(&mut self, n: usize) -> Result<Table<'a, SectionIndex, SectionPlace>> {
+        let slice = core::mem::take(&mut self.sections);
+        Table::lent(slice, n, "sections", SectionPlace::NOT_LOADED)
+    }
+    fn symbols(&mut self, n: usize) -> Result<Table<'a, SymbolIndex, SymbolEntry>> {
+        let slice = core::mem::take(&mut self.symbols);
+        Table::lent(slice, n, "symbols", SymbolEntry::EMPTY)
+    }
+    fn names(&mut self, n: usize) -> Result<Table<'a, NameSlot, NameEntry>> {
+        let slice = core::mem::take(&mut self.names);
+        Table::lent(slice, n, "names", NameEntry::EMPTY)
+    }
+    fn high_halves(&mut self, n: usize) -> Result<Table<'a, PairIndex, HighHalf>> {
+        let slice = core::mem::take(&mut self.high_halves);
+        Table::lent(slice, n, "high_halves", HighHalf::EMPTY)
+    }
+    fn low_halves(&mut self, n: usize) -> Result<Table<'a, LowIndex, LowHalf>> {
+        let slice = core::mem::take(&mut self.low_halves);
+        Table::lent(slice, n, "low_halves", LowHalf::EMPTY)
+    }
+}
+
+/// Tables allocated at exactly the size needed.
+#[cfg(feature = "alloc")]
+struct Allocate;
+
+#[cfg(feature = "alloc")]
+impl<'a> Provide<'a> for Allocate {
+    fn objects(&mut self, n: usize) -> Result<Table<'a, ObjectIndex, ObjectEntry<'a>>> {
+        Table::allocated(n, "objects", ObjectEntry::EMPTY)
+    }
+    fn sections(&mut self, n: usize) -> Result<Table<'a, SectionIndex, SectionPlace>> {
+        Table::allocated(n, "sections", SectionPlace::NOT_LOADED)
+    }
+    fn symbols(&mut self, n: usize) -> Result<Table<'a, SymbolIndex, SymbolEntry>> {
+        Table::allocated(n, "symbols", SymbolEntry::EMPTY)
+    }
+    fn names(&mut self, n: usize) -> Result<Table<'a, NameSlot, NameEntry>> {
+        Table::allocated(n, "names", NameEntry::EMPTY)
+    }
+    fn high_halves(&mut self, n: usize) -> Result<Table<'a, PairIndex, HighHalf>> {
+        Table::allocated(n, "high_halves", HighHalf::EMPTY)
+    }
+    fn low_halves(&mut self, n: usize) -> Result<Table<'a, LowIndex, LowHalf>> {
+        Table::allocated(n, "low_halves", LowHalf::EMPTY)
+    }
 }
 
 /// The complete layout of an image, computed from its objects before memory is allocated.
+/// Linking reads it and never changes it ([`Plan::link`](Plan::link_in)).
 pub struct Plan<'a> {
     pub(crate) arch: Arch,
     pub(crate) page_size: u64,
-    pub(crate) objects: Vec<ObjectEntry<'a>, MAX_OBJECTS>,
-    pub(crate) sections: Vec<SectionPlace, MAX_SECTIONS>,
-    pub(crate) symbols: Vec<SymbolEntry, MAX_SYMBOLS>,
+    pub(crate) objects: Table<'a, ObjectIndex, ObjectEntry<'a>>,
+    pub(crate) sections: Table<'a, SectionIndex, SectionPlace>,
+    pub(crate) symbols: Table<'a, SymbolIndex, SymbolEntry>,
+    names: Table<'a, NameSlot, NameEntry>,
+    /// High halves of pairs, sorted by place.
+    pub(crate) high_halves: Table<'a, PairIndex, HighHalf>,
+    /// For each low half, in relocation order, its high half.
+    pub(crate) low_halves: Table<'a, LowIndex, LowHalf>,
     /// What each segment needs, wherever a backend places it.
     pub(crate) layout: Layout,
     /// The segments laid out contiguously on `page_size` pages.
@@ -132,12 +631,12 @@ pub struct Plan<'a> {
     /// Offset of the first stub in the code segment.
     pub(crate) stub_offset: u64,
     pub(crate) stubs: u32,
+    /// Referenced external symbols (each resolved once per link).
+    pub(crate) externals: u32,
+    /// A relocation refers to a linker-defined GOT symbol (`_GLOBAL_OFFSET_TABLE_`).
+    got_named: bool,
     pub(crate) image_size: u64,
     pub(crate) relocations: u64,
-    /// High halves of pairs, in relocation order.
-    pub(crate) his: Vec<HiEntry, MAX_PAIRS>,
-    /// For each low half, in relocation order, the index of its high half in `his`.
-    pub(crate) lo_links: Vec<u32, MAX_PAIRS>,
 }
 
 /// The end of one segment while sections are placed in it, and the largest alignment asked
@@ -174,6 +673,17 @@ impl Fill {
     }
 }
 
+/// The three segments' fills while the plan is made.
+struct Fills([Fill; 3]);
+
+impl Fills {
+    fn get(&mut self, kind: SegmentKind) -> Result<&mut Fill> {
+        self.0
+            .get_mut(kind.index())
+            .ok_or(Error::ImageTooLarge { size: 0 })
+    }
+}
+
 /// Zero bytes the image keeps after a loaded section of this name: 4 after `.eh_frame`,
 /// the terminator an unwinder walks the section to (libgcc's `__register_frame` takes a
 /// whole section; a relocatable object's `.eh_frame` has none, the static linker adds it).
@@ -192,122 +702,167 @@ fn unsupported(object: &Object<'_>, index: usize, what: &'static str) -> Error {
     }
 }
 
+fn malformed(what: &'static str, at: Location) -> Error {
+    Error::Malformed { what, at }
+}
+
+/// A table position as a location's index (positions fit in `u32`: [`grow`] checks).
+fn position(index: usize) -> u32 {
+    u32::try_from(index).unwrap_or(u32::MAX)
+}
+
 impl<'a> Plan<'a> {
     /// Plans one image from `objects` (all of one architecture), with segments aligned to
-    /// `page_size` (a power of two, the target's page size).
-    ///
-    /// A plan is large (its tables have fixed capacities, about 200 KB); returning one by
-    /// value copies it. Callers on a hot path build it in place instead:
-    /// [`Plan::empty`] then [`Plan::replan`].
+    /// `page_size` (a power of two, the target's page size), into `storage`.
+    pub fn new_in(
+        objects: &[&'a [u8]],
+        page_size: u64,
+        storage: PlanStorage<'a>,
+    ) -> Result<Plan<'a>> {
+        Plan::build(Inputs::Plain(objects), page_size, storage)
+    }
+
+    /// [`new_in`](Plan::new_in) for named objects: relocation errors name the object.
+    pub fn new_named_in(
+        objects: &[Input<'a>],
+        page_size: u64,
+        storage: PlanStorage<'a>,
+    ) -> Result<Plan<'a>> {
+        Plan::build(Inputs::Named(objects), page_size, storage)
+    }
+
+    /// [`new_in`](Plan::new_in) with tables allocated at exactly the size needed.
+    #[cfg(feature = "alloc")]
     pub fn new(objects: &[&'a [u8]], page_size: u64) -> Result<Plan<'a>> {
-        let mut plan = Plan::empty();
-        plan.replan(objects, page_size)?;
-        Ok(plan)
+        Plan::build(Inputs::Plain(objects), page_size, Allocate)
     }
 
-    /// A plan of nothing, to be filled in place by [`Plan::replan`]. Cheap: only the
-    /// tables' lengths are written.
-    pub const fn empty() -> Plan<'a> {
-        const NO_SEGMENT: Segment = Segment {
-            offset: 0,
-            size: 0,
-            mapped: 0,
-        };
-        Plan {
-            arch: Arch::X86_64,
-            page_size: 0,
-            objects: Vec::new(),
-            sections: Vec::new(),
-            symbols: Vec::new(),
-            layout: Layout::new([SegmentRequest { size: 0, align: 1 }; 3]),
-            segments: [NO_SEGMENT; 3],
-            got_offset: 0,
-            got_slots: 0,
-            stub_offset: 0,
-            stubs: 0,
-            image_size: 0,
-            relocations: 0,
-            his: Vec::new(),
-            lo_links: Vec::new(),
-        }
+    /// [`new_named_in`](Plan::new_named_in) with tables allocated at exactly the size
+    /// needed.
+    #[cfg(feature = "alloc")]
+    pub fn new_named(objects: &[Input<'a>], page_size: u64) -> Result<Plan<'a>> {
+        Plan::build(Inputs::Named(objects), page_size, Allocate)
     }
 
-    /// Plans `objects` into this value, as [`Plan::new`] does, replacing whatever it held.
-    /// On an error the plan is left empty or partly filled and must not be linked.
-    pub fn replan(&mut self, objects: &[&'a [u8]], page_size: u64) -> Result<()> {
-        self.objects.clear();
-        self.sections.clear();
-        self.symbols.clear();
-        self.his.clear();
-        self.lo_links.clear();
-        self.layout = Layout::default();
-        self.segments = [Segment::default(); 3];
-        self.got_offset = 0;
-        self.got_slots = 0;
-        self.stub_offset = 0;
-        self.stubs = 0;
-        self.image_size = 0;
-        self.relocations = 0;
+    fn build(
+        inputs: Inputs<'_, 'a>,
+        page_size: u64,
+        mut provide: impl Provide<'a>,
+    ) -> Result<Plan<'a>> {
         if !page_size.is_power_of_two() || page_size > MAX_IMAGE_SIZE {
             return Err(Error::NotSupported {
                 what: "page size",
                 value: page_size,
             });
         }
-        let (mut section_base, mut symbol_base) = (0u32, 0u32);
-        for bytes in objects {
+        let mut objects = provide.objects(inputs.len())?;
+        let (mut sections, mut symbols) = (0usize, 0usize);
+        for (index, slot) in objects.entries_mut().iter_mut().enumerate() {
+            let (name, bytes) = inputs.get(index).ok_or(malformed(
+                "object missing from the inputs",
+                Location::File { len: 0 },
+            ))?;
             let object = Object::parse(bytes)?;
-            self.objects
-                .push(ObjectEntry {
-                    object,
-                    section_base,
-                    symbol_base,
-                })
-                .map_err(|_| Error::CapacityExceeded {
-                    table: "objects",
-                    capacity: MAX_OBJECTS,
-                })?;
-            section_base = section_base.saturating_add(object.section_count() as u32);
-            symbol_base = symbol_base.saturating_add(object.symbol_count() as u32);
+            *slot = ObjectEntry(Some(Loaded {
+                object,
+                name,
+                first_section: sections,
+                first_symbol: symbols,
+            }));
+            sections = grow(sections, object.section_count())?;
+            symbols = grow(symbols, object.symbol_count())?;
         }
-        let first = self.objects.first().ok_or(Error::NotSupported {
-            what: "empty object list",
-            value: 0,
-        })?;
-        let arch = first.object.arch();
-        if let Some(other) = self.objects.iter().find(|o| o.object.arch() != arch) {
-            return Err(Error::MixedArchitectures {
-                first: arch,
-                other: other.object.arch(),
-            });
-        }
-        for entry in self.objects.iter() {
+        let arch = {
+            let mut loaded = objects.entries().iter().filter_map(|e| e.0.as_ref());
+            let first = loaded.next().ok_or(Error::NotSupported {
+                what: "empty object list",
+                value: 0,
+            })?;
+            let arch = first.object.arch();
+            if let Some(other) = loaded.find(|o| o.object.arch() != arch) {
+                return Err(Error::MixedArchitectures {
+                    first: arch,
+                    other: other.object.arch(),
+                });
+            }
+            arch
+        };
+        let mut plan = Plan {
+            arch,
+            page_size,
+            objects,
+            sections: Table::empty(),
+            symbols: Table::empty(),
+            names: Table::empty(),
+            high_halves: Table::empty(),
+            low_halves: Table::empty(),
+            layout: Layout::default(),
+            segments: [Segment::default(); 3],
+            got_offset: 0,
+            got_slots: 0,
+            stub_offset: 0,
+            stubs: 0,
+            externals: 0,
+            got_named: false,
+            image_size: 0,
+            relocations: 0,
+        };
+        for (_, entry) in plan.loaded() {
             arch.check_flags(entry.object.flags())?;
         }
-        self.arch = arch;
-        self.page_size = page_size;
-        let plan = self;
-        // Segment-relative ends while sections are placed.
-        let mut ends = [Fill::EMPTY; 3];
-        plan.place_sections(&mut ends)?;
-        plan.collect_symbols(&mut ends)?;
+        let mut fills = Fills([Fill::EMPTY; 3]);
+        plan.sections = provide.sections(sections)?;
+        plan.place_sections(&mut fills)?;
+        plan.symbols = provide.symbols(symbols)?;
+        let names = plan.define_symbols(&mut fills)?;
+        plan.names = provide.names(names::slots_for(names).ok_or(too_many("names"))?)?;
+        plan.bind_symbols()?;
+        if arch.has_pairs() {
+            let (mut high, mut low) = (0, 0);
+            for (_, entry) in plan.loaded() {
+                let (h, l) = count_pairs(&entry.object)?;
+                (high, low) = (grow(high, h)?, grow(low, l)?);
+            }
+            plan.high_halves = provide.high_halves(high)?;
+            plan.collect_high_halves()?;
+            plan.low_halves = provide.low_halves(low)?;
+        }
         plan.scan_relocations()?;
-        plan.finish_layout(&mut ends)?;
-        Ok(())
+        plan.finish_layout(&mut fills)?;
+        Ok(plan)
     }
 
-    fn place_sections(&mut self, ends: &mut [Fill; 3]) -> Result<()> {
-        for entry in self.objects.clone().iter() {
-            let object = &entry.object;
-            for index in 0..object.section_count() {
-                let section = object.section(index)?;
-                let place = Self::place_section(self.arch, object, index, ends, &section)?;
-                self.sections
-                    .push(place)
-                    .map_err(|_| Error::CapacityExceeded {
-                        table: "sections",
-                        capacity: MAX_SECTIONS,
-                    })?;
+    /// The parsed objects, in link order, with their indices.
+    pub(crate) fn loaded(&self) -> impl Iterator<Item = (ObjectIndex, &Loaded<'a>)> + '_ {
+        self.objects
+            .enumerate()
+            .filter_map(|(index, entry)| Some((index, entry.0.as_ref()?)))
+    }
+
+    /// Object `index`, in link order.
+    pub(crate) fn object(&self, index: usize) -> Option<&Loaded<'a>> {
+        self.objects
+            .get(ObjectIndex::from_position(index)?)?
+            .0
+            .as_ref()
+    }
+
+    fn place_sections(&mut self, fills: &mut Fills) -> Result<()> {
+        for index in 0..self.objects.len() {
+            let Some(entry) = self.object(index).copied() else {
+                continue;
+            };
+            for local in 0..entry.object.section_count() {
+                let section = entry.object.section(local)?;
+                let place = Self::place_section(self.arch, &entry.object, local, fills, &section)?;
+                let slot = entry
+                    .section(local)
+                    .and_then(|i| self.sections.get_mut(i))
+                    .ok_or(malformed(
+                        "section index",
+                        Location::Section(position(local)),
+                    ))?;
+                *slot = place;
             }
         }
         Ok(())
@@ -317,7 +872,7 @@ impl<'a> Plan<'a> {
         arch: Arch,
         object: &Object<'_>,
         index: usize,
-        ends: &mut [Fill; 3],
+        fills: &mut Fills,
         section: &crate::elf::Section<'_>,
     ) -> Result<SectionPlace> {
         let flags = section.flags;
@@ -339,7 +894,7 @@ impl<'a> Plan<'a> {
             _ => {}
         }
         if !section.is_alloc() {
-            return Ok(NOT_LOADED);
+            return Ok(SectionPlace::NOT_LOADED);
         }
         if name.starts_with(b".ctors") || name.starts_with(b".dtors") {
             return Err(unsupported(object, index, "constructors or destructors"));
@@ -367,14 +922,11 @@ impl<'a> Plan<'a> {
             (true, false) => SegmentKind::Data,
             (false, false) => SegmentKind::ReadOnly,
         };
-        let end = ends
-            .get_mut(segment.index())
-            .ok_or(Error::ImageTooLarge { size: 0 })?;
         let reserved = section
             .size
             .checked_add(terminator_size(name))
             .ok_or(Error::ImageTooLarge { size: section.size })?;
-        let offset = end.reserve(reserved, section.align)?;
+        let offset = fills.get(segment)?.reserve(reserved, section.align)?;
         Ok(SectionPlace {
             loaded: true,
             zeroed,
@@ -385,53 +937,46 @@ impl<'a> Plan<'a> {
         })
     }
 
-    fn collect_symbols(&mut self, ends: &mut [Fill; 3]) -> Result<()> {
-        for entry in self.objects.clone().iter() {
-            let object = &entry.object;
-            for index in 0..object.symbol_count() {
-                let sym = object.symbol(index)?;
-                let def = self.define(entry, index, &sym, ends)?;
-                self.symbols
-                    .push(SymbolEntry {
-                        def,
-                        got_slot: NONE,
-                        stub: NONE,
-                        referenced: false,
-                        other: sym.other,
-                        size: sym.size,
-                        address: 0,
-                    })
-                    .map_err(|_| Error::CapacityExceeded {
-                        table: "symbols",
-                        capacity: MAX_SYMBOLS,
-                    })?;
+    /// Fills the symbol table from the objects' own definitions; returns how many names go
+    /// into the name index.
+    fn define_symbols(&mut self, fills: &mut Fills) -> Result<usize> {
+        let multi = self.objects.len() > 1;
+        let mut names = 0usize;
+        for index in 0..self.objects.len() {
+            let Some(entry) = self.object(index).copied() else {
+                continue;
+            };
+            for (local, flat) in entry.symbols() {
+                let sym = entry.object.symbol(local)?;
+                let indexed = local != 0 && is_indexed(self.arch, &sym, multi);
+                let def = self.define(&entry, local, &sym, fills)?;
+                if indexed {
+                    names = grow(names, 1)?;
+                }
+                let slot = self
+                    .symbols
+                    .get_mut(flat)
+                    .ok_or(malformed("symbol index", Location::Symbol(position(local))))?;
+                *slot = SymbolEntry {
+                    def,
+                    at: BaseOffset::NOWHERE,
+                    got: None,
+                    stub: None,
+                    size: sym.size,
+                    other: sym.other,
+                    indexed,
+                };
             }
         }
-        // Undefined symbols: another object's global definition, a linker-defined name, a
-        // repeat of an earlier external (one GOT slot / stub per name), or a new external.
-        for (obj_index, entry) in self.objects.clone().iter().enumerate() {
-            for index in 0..entry.object.symbol_count() {
-                let flat = entry.symbol_base as usize + index;
-                if !matches!(self.symbol_def(flat), Some(Definition::External { .. })) {
-                    continue;
-                }
-                let name = entry.object.symbol(index)?.name;
-                if let Some(target) = self.find_definition(name, obj_index, flat)? {
-                    if let Some(s) = self.symbols.get_mut(flat) {
-                        s.def = target;
-                    }
-                }
-            }
-        }
-        Ok(())
+        Ok(names)
     }
 
     fn define(
         &self,
-        entry: &ObjectEntry<'a>,
+        entry: &Loaded<'a>,
         index: usize,
         sym: &Symbol<'a>,
-        ends: &mut [Fill; 3],
+        fills: &mut Fills,
     ) -> Result<Definition> {
         if index == 0 {
             return Ok(Definition::Nothing);
@@ -440,9 +985,12 @@ impl<'a> Plan<'a> {
             elf::SHN_UNDEF => {
                 if sym.name.is_empty() {
                     Definition::Nothing
+                } else if let Some(bias) = self.arch.linker_defined(sym.name) {
+                    Definition::GotRelative(bias)
                 } else {
                     Definition::External {
                         weak: sym.bind == elf::STB_WEAK,
+                        slot: None,
                     }
                 }
             }
@@ -451,279 +999,354 @@ impl<'a> Plan<'a> {
                 // For COMMON symbols st_value is the alignment.
                 let align = sym.value.max(1);
                 if !align.is_power_of_two() || align > self.page_size {
-                    return Err(Error::Malformed {
-                        what: "COMMON symbol alignment",
-                        at: Location::Symbol(index as u32),
-                    });
+                    return Err(malformed(
+                        "COMMON symbol alignment",
+                        Location::Symbol(position(index)),
+                    ));
                 }
-                let end = ends
-                    .get_mut(SegmentKind::Data.index())
-                    .ok_or(Error::ImageTooLarge { size: 0 })?;
                 Definition::Common {
-                    offset: end.reserve(sym.size, align)?,
+                    offset: fills.get(SegmentKind::Data)?.reserve(sym.size, align)?,
                 }
             }
-            shndx => {
-                let flat = entry.section_base as usize + usize::from(shndx.0);
-                match self.sections.get(flat) {
-                    Some(place) if place.loaded => Definition::InSection {
-                        section: flat as u32,
-                        value: sym.value,
-                    },
-                    _ => Definition::Unloaded,
-                }
-            }
+            shndx => match entry
+                .section(usize::from(shndx.0))
+                .and_then(|i| self.sections.get(i))
+            {
+                Some(place) if place.loaded => Definition::Placed {
+                    segment: place.segment,
+                    offset: place.segment_offset.wrapping_add(sym.value),
+                },
+                _ => Definition::Unloaded,
+            },
         })
     }
 
-    /// Resolves an undefined name within the image, if anything here defines it.
-    fn find_definition(
-        &self,
-        name: &[u8],
-        obj_index: usize,
-        flat: usize,
-    ) -> Result<Option<Definition>> {
-        if let Some(bias) = self.arch.linker_defined(name) {
-            return Ok(Some(Definition::GotRelative(bias)));
+    /// Binds every undefined symbol through the name index: to a definition in another
+    /// object, else to the first occurrence of its name that stayed external.
+    fn bind_symbols(&mut self) -> Result<()> {
+        if self.names.len() == 0 {
+            return Ok(());
         }
-        for (other_index, other) in self.objects.iter().enumerate() {
-            if other_index == obj_index {
-                continue;
-            }
-            for index in 1..other.object.symbol_count() {
-                let sym = other.object.symbol(index)?;
-                if sym.is_defined() && sym.is_global() && sym.name == name {
-                    return Ok(Some(Definition::Alias(other.symbol_base + index as u32)));
-                }
-            }
-        }
-        // An earlier external of the same name becomes the one both refer to.
-        for entry in self.objects.iter() {
-            for index in 1..entry.object.symbol_count() {
-                let earlier = entry.symbol_base as usize + index;
-                if earlier >= flat {
-                    return Ok(None);
-                }
-                if matches!(self.symbol_def(earlier), Some(Definition::External { .. }))
-                    && entry.object.symbol(index)?.name == name
-                {
-                    return Ok(Some(Definition::Alias(earlier as u32)));
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    pub(crate) fn symbol_def(&self, flat: usize) -> Option<Definition> {
-        self.symbols.get(flat).map(|s| s.def)
-    }
-
-    /// The entry a reference to `flat` really uses (aliases followed; they never chain).
-    pub(crate) fn canonical(&self, flat: usize) -> usize {
-        match self.symbol_def(flat) {
-            Some(Definition::Alias(target)) => target as usize,
-            _ => flat,
-        }
-    }
-
-    /// Every loaded relocation section: (object index, rela section, target section).
-    pub(crate) fn relocation_sections(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        self.objects
-            .iter()
-            .enumerate()
-            .flat_map(move |(obj, entry)| {
-                (0..entry.object.section_count()).filter_map(move |index| {
-                    let section = entry.object.section(index).ok()?;
-                    if section.kind != elf::SHT_RELA {
-                        return None;
+        // Definitions first: a reference may bind to a later object's definition.
+        for pass in [Pass::Definitions, Pass::References] {
+            for index in 0..self.objects.len() {
+                let Some(entry) = self.object(index).copied() else {
+                    continue;
+                };
+                let object = ObjectIndex::from_position(index).ok_or(too_many("objects"))?;
+                for (local, flat) in entry.symbols() {
+                    let Some(symbol) = self.symbols.get(flat).copied() else {
+                        continue;
+                    };
+                    let external = matches!(symbol.def, Definition::External { .. });
+                    if !symbol.indexed || external != (pass == Pass::References) {
+                        continue;
                     }
-                    let target = section.info as usize;
-                    let place = self.sections.get(entry.section_base as usize + target)?;
-                    place.loaded.then_some((obj, index, target))
-                })
-            })
+                    let name = entry.object.symbol(local)?.name;
+                    let key = NameKey {
+                        object,
+                        symbol: local as u32,
+                    };
+                    let objects = &self.objects;
+                    let name_of = |key: NameKey| {
+                        let owner = objects.get(key.object)?.0.as_ref()?;
+                        Some(owner.object.symbol(key.symbol as usize).ok()?.name)
+                    };
+                    let slot = names::entry(&mut self.names, name, key, name_of)
+                        .ok_or(too_many("names"))?;
+                    if pass == Pass::Definitions {
+                        slot.define(object, flat);
+                        continue;
+                    }
+                    let bound = slot.definition_for(object).or(slot.external);
+                    if bound.is_none() {
+                        slot.external = Some(flat);
+                    }
+                    if let (Some(target), Some(entry)) = (bound, self.symbols.get_mut(flat)) {
+                        entry.def = Definition::Alias(target);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry a reference to `symbol` really uses (aliases followed; they never chain).
+    pub(crate) fn canonical(&self, symbol: SymbolIndex) -> SymbolIndex {
+        match self.symbols.get(symbol).map(|s| s.def) {
+            Some(Definition::Alias(target)) => target,
+            _ => symbol,
+        }
+    }
+
+    /// Records every high half of a pair, sorted by place, so that each low half finds its
+    /// own by binary search.
+    fn collect_high_halves(&mut self) -> Result<()> {
+        let mut next = 0usize;
+        for index in 0..self.objects.len() {
+            let Some(entry) = self.object(index).copied() else {
+                continue;
+            };
+            for (rela_index, target) in relocation_sections(&entry.object) {
+                let place = self.section_of(&entry, target)?;
+                for (number, rela) in entry.object.relocations(rela_index)?.enumerate() {
+                    let is_hi = self
+                        .arch
+                        .classify(rela.r_type)
+                        .is_some_and(|c| c.pair == Pair::Hi);
+                    if !is_hi {
+                        continue;
+                    }
+                    let symbol = entry
+                        .symbol(rela.symbol as usize)
+                        .map(|s| self.canonical(s));
+                    let slot = PairIndex::from_position(next)
+                        .and_then(|i| self.high_halves.get_mut(i))
+                        .ok_or(malformed(
+                            "relocation pairs",
+                            Location::Relocation {
+                                section: position(rela_index),
+                                index: position(number),
+                            },
+                        ))?;
+                    *slot = HighHalf {
+                        segment: place.segment,
+                        offset: place.segment_offset.wrapping_add(rela.offset),
+                        r_type: rela.r_type,
+                        symbol,
+                        addend: rela.addend,
+                    };
+                    next += 1;
+                }
+            }
+        }
+        // Every field in the key: equal places (malformed input) still sort one way.
+        self.high_halves
+            .entries_mut()
+            .sort_unstable_by_key(|h| (h.segment.index(), h.offset, h.r_type, h.symbol, h.addend));
+        Ok(())
+    }
+
+    /// The place of `object`'s section `index`.
+    fn section_of(&self, entry: &Loaded<'a>, index: usize) -> Result<SectionPlace> {
+        entry
+            .section(index)
+            .and_then(|i| self.sections.get(i))
+            .copied()
+            .ok_or(malformed("section", Location::Section(position(index))))
+    }
+
+    /// The high half whose place the low half's label symbol marks.
+    fn find_high_half(&self, label: SymbolIndex) -> Option<PairIndex> {
+        let Some(Definition::Placed { segment, offset }) = self.symbols.get(label).map(|s| s.def)
+        else {
+            return None;
+        };
+        let key = (segment, offset);
+        let his = self.high_halves.entries();
+        let at = his.partition_point(|h| (h.segment.index(), h.offset) < (segment.index(), offset));
+        his.get(at)
+            .filter(|h| h.place() == key)
+            .and_then(|_| PairIndex::from_position(at))
+    }
+
+    /// A relocation error for `rela` in section `target` of object `object`, located by
+    /// the object ([`Object::reloc_error`]) and named with the name the caller gave the
+    /// object ([`Input`]); S, P and the value are 0 until the linker fills them.
+    pub(crate) fn reloc_error(
+        &self,
+        object: usize,
+        target: usize,
+        rela: &Rela,
+        problem: RelocProblem,
+    ) -> RelocError {
+        match self.object(object) {
+            Some(entry) => RelocError {
+                object_name: entry.name.map(|n| Name::new(n.as_bytes())),
+                ..entry.object.reloc_error(object, target, rela, problem)
+            },
+            // Not reached: every caller passes one of the plan's objects.
+            None => RelocError {
+                object: position(object),
+                object_name: None,
+                arch: self.arch,
+                r_type: rela.r_type,
+                name: self.arch.reloc_name(rela.r_type),
+                section: Name::new(b"?"),
+                offset: rela.offset,
+                symbol: Name::new(b"?"),
+                s: 0,
+                a: rela.addend,
+                p: 0,
+                value: 0,
+                problem,
+            },
+        }
     }
 
     fn scan_relocations(&mut self) -> Result<()> {
         let mut count = 0u64;
-        let sections: Vec<(usize, usize, usize), MAX_SECTIONS> =
-            self.relocation_sections().collect();
-        if self.arch.has_pairs() {
-            self.collect_high_halves(&sections)?;
-        }
-        for &(obj, rela_index, target) in sections.iter() {
-            let entry = *self.objects.get(obj).ok_or(Error::Malformed {
-                what: "object index",
-                at: Location::Section(rela_index as u32),
-            })?;
-            let place = *self
-                .sections
-                .get(entry.section_base as usize + target)
-                .ok_or(Error::Malformed {
-                    what: "relocation section's target section",
-                    at: Location::Section(rela_index as u32),
-                })?;
-            for (index, rela) in entry.object.relocations(rela_index)?.enumerate() {
-                count += 1;
-                let at = Location::Relocation {
-                    section: rela_index as u32,
-                    index: index as u32,
+        let mut low = 0usize;
+        for index in 0..self.objects.len() {
+            let Some(entry) = self.object(index).copied() else {
+                continue;
+            };
+            for (rela_index, target) in relocation_sections(&entry.object) {
+                let place = self.section_of(&entry, target)?;
+                let first = count;
+                // Entry `number` of the relocation section, for a malformed one.
+                let at = |count: u64| Location::Relocation {
+                    section: position(rela_index),
+                    index: u32::try_from(count - first - 1).unwrap_or(u32::MAX),
                 };
-                self.scan_one(obj, &entry, target, &place, &rela, at)?;
+                // Relocations of one type come in runs: classify each run once.
+                let mut last: Option<(RelocationType, Class)> = None;
+                let mut relocations = entry.object.relocations(rela_index)?;
+                let mut next = relocations.next();
+                while let Some(rela) = next {
+                    next = relocations.next();
+                    count += 1;
+                    let class = match last {
+                        Some((r_type, class)) if r_type == rela.r_type => class,
+                        _ => {
+                            let class = self.arch.classify(rela.r_type).ok_or_else(|| {
+                                Error::Relocation(self.reloc_error(
+                                    index,
+                                    target,
+                                    &rela,
+                                    RelocProblem::Unsupported,
+                                ))
+                            })?;
+                            last = Some((rela.r_type, class));
+                            class
+                        }
+                    };
+                    if class.skip {
+                        continue;
+                    }
+                    let in_bounds = rela
+                        .offset
+                        .checked_add(u64::from(class.width))
+                        .is_some_and(|end| end <= place.size);
+                    if !in_bounds || place.zeroed {
+                        let problem = RelocProblem::OutsideSection {
+                            width: class.width,
+                            size: if place.zeroed { 0 } else { place.size },
+                        };
+                        return Err(Error::Relocation(
+                            self.reloc_error(index, target, &rela, problem),
+                        ));
+                    }
+                    let symbol = entry.symbol(rela.symbol as usize).ok_or(malformed(
+                        "relocation's symbol index out of range",
+                        at(count),
+                    ))?;
+                    if class.pair == Pair::Lo {
+                        // The low half's symbol labels its high half's place, not a target.
+                        let high = self.find_high_half(symbol).ok_or_else(|| {
+                            let problem = RelocProblem::Unpaired;
+                            Error::Relocation(self.reloc_error(index, target, &rela, problem))
+                        })?;
+                        let slot = LowIndex::from_position(low)
+                            .and_then(|i| self.low_halves.get_mut(i))
+                            .ok_or(malformed("relocation pairs", at(count)))?;
+                        *slot = LowHalf(Some(high));
+                        low += 1;
+                        continue;
+                    }
+                    let plain = !class.got && !class.call;
+                    if !plain
+                        || !self
+                            .symbols
+                            .get(symbol)
+                            .is_some_and(SymbolEntry::has_address)
+                    {
+                        self.reserve(symbol, class, &entry, target)?;
+                    }
+                    // The rest of a run of plain data relocations (no slot, no pair) needs
+                    // only places in bounds and symbols with an address (this one's field
+                    // fit, so the section holds at least one).
+                    let limit = place.size.checked_sub(u64::from(class.width));
+                    if let Some(limit) = limit.filter(|_| plain) {
+                        let run = PlainRun {
+                            r_type: rela.r_type,
+                            limit,
+                            symbols: self
+                                .symbols
+                                .entries()
+                                .get(entry.symbol_range())
+                                .unwrap_or(&[]),
+                        };
+                        next = run.skip(next, &mut relocations, &mut count);
+                    }
+                }
             }
         }
         self.relocations = count;
         Ok(())
     }
 
-    /// Records every high half of a pair, so low halves anywhere can refer to it.
-    fn collect_high_halves(&mut self, sections: &[(usize, usize, usize)]) -> Result<()> {
-        for &(obj, rela_index, target) in sections {
-            let entry = *self.objects.get(obj).ok_or(Error::Malformed {
-                what: "object index",
-                at: Location::Section(rela_index as u32),
-            })?;
-            for rela in entry.object.relocations(rela_index)? {
-                let is_hi = self
-                    .arch
-                    .classify(rela.r_type)
-                    .is_some_and(|c| c.pair == Pair::Hi);
-                if !is_hi {
-                    continue;
+    /// Gives `symbol`'s canonical entry what a relocation of `class` needs: a GOT slot, a
+    /// stub, an external address slot.
+    fn reserve(
+        &mut self,
+        symbol: SymbolIndex,
+        class: Class,
+        entry: &Loaded<'a>,
+        target: usize,
+    ) -> Result<()> {
+        let canonical = self.canonical(symbol);
+        let stub_uses_got = self.arch.stub_uses_got();
+        let sym = self.symbols.get_mut(canonical).ok_or(malformed(
+            "relocation's symbol index",
+            Location::Symbol(position(canonical.position())),
+        ))?;
+        let external = match &mut sym.def {
+            Definition::Unloaded => {
+                return Err(Error::UnsupportedSection {
+                    section: entry.object.section_name(target),
+                    what: "a relocation against a symbol in a section that is not loaded",
+                })
+            }
+            Definition::GotRelative(_) => {
+                self.got_named = true;
+                false
+            }
+            Definition::External { slot, .. } => {
+                if slot.is_none() {
+                    *slot = Some(next(&mut self.externals, ExternalSlot::from_position)?);
                 }
-                let symbol =
-                    self.canonical(entry.symbol_base as usize + rela.symbol as usize) as u32;
-                self.his
-                    .push(HiEntry {
-                        section: entry.section_base + target as u32,
-                        offset: rela.offset,
-                        r_type: rela.r_type,
-                        symbol,
-                        addend: rela.addend,
-                    })
-                    .map_err(|_| Error::CapacityExceeded {
-                        table: "HI/LO relocation pairs",
-                        capacity: MAX_PAIRS,
-                    })?;
+                true
             }
-        }
-        Ok(())
-    }
-
-    /// Finds the high half whose place the low half's symbol labels.
-    fn link_low_half(
-        &mut self,
-        obj: usize,
-        entry: &ObjectEntry<'a>,
-        target: usize,
-        rela: &Rela,
-    ) -> Result<()> {
-        let label = entry.symbol_base as usize + rela.symbol as usize;
-        let found = match self.symbol_def(label) {
-            Some(Definition::InSection { section, value }) => self
-                .his
-                .iter()
-                .position(|hi| hi.section == section && hi.offset == value),
-            _ => None,
+            _ => false,
         };
-        let index = found.ok_or_else(|| {
-            let problem = RelocProblem::Unpaired;
-            Error::Relocation(entry.object.reloc_error(obj, target, rela, problem))
-        })?;
-        self.lo_links
-            .push(index as u32)
-            .map_err(|_| Error::CapacityExceeded {
-                table: "HI/LO relocation pairs",
-                capacity: MAX_PAIRS,
-            })
-    }
-
-    fn scan_one(
-        &mut self,
-        obj: usize,
-        entry: &ObjectEntry<'a>,
-        target: usize,
-        place: &SectionPlace,
-        rela: &Rela,
-        at: Location,
-    ) -> Result<()> {
-        let object = &entry.object;
-        let refuse = |problem| Error::Relocation(object.reloc_error(obj, target, rela, problem));
-        let class = self
-            .arch
-            .classify(rela.r_type)
-            .ok_or_else(|| refuse(RelocProblem::Unsupported))?;
-        if class.skip {
-            return Ok(());
+        if class.got && sym.got.is_none() {
+            sym.got = Some(next(&mut self.got_slots, GotSlot::from_position)?);
         }
-        let in_bounds = rela
-            .offset
-            .checked_add(u64::from(class.width))
-            .is_some_and(|end| end <= place.size);
-        if !in_bounds || place.zeroed {
-            return Err(refuse(RelocProblem::OutsideSection {
-                width: class.width,
-                size: if place.zeroed { 0 } else { place.size },
-            }));
-        }
-        if rela.symbol as usize >= object.symbol_count() {
-            return Err(Error::Malformed {
-                what: "relocation's symbol index out of range",
-                at,
-            });
-        }
-        if class.pair == Pair::Lo {
-            // The low half's symbol is a label, not its target: nothing else to plan.
-            return self.link_low_half(obj, entry, target, rela);
-        }
-        let flat = self.canonical(entry.symbol_base as usize + rela.symbol as usize);
-        let def = self.symbol_def(flat);
-        if def == Some(Definition::Unloaded) {
-            return Err(Error::UnsupportedSection {
-                section: object.section_name(target),
-                what: "a relocation against a symbol in a section that is not loaded",
-            });
-        }
-        let external = matches!(def, Some(Definition::External { .. }));
-        let (mut got_slots, mut stubs) = (self.got_slots, self.stubs);
-        let symbol = self.symbols.get_mut(flat).ok_or(Error::Malformed {
-            what: "relocation's symbol index out of range",
-            at,
-        })?;
-        symbol.referenced = true;
-        if class.got && symbol.got_slot == NONE {
-            symbol.got_slot = got_slots;
-            got_slots += 1;
-        }
-        if class.call && external && symbol.stub == NONE {
-            symbol.stub = stubs;
-            stubs += 1;
-            if self.arch.stub_uses_got() && symbol.got_slot == NONE {
-                symbol.got_slot = got_slots;
-                got_slots += 1;
+        if class.call && external && sym.stub.is_none() {
+            sym.stub = Some(next(&mut self.stubs, StubIndex::from_position)?);
+            if stub_uses_got && sym.got.is_none() {
+                sym.got = Some(next(&mut self.got_slots, GotSlot::from_position)?);
             }
         }
-        self.got_slots = got_slots;
-        self.stubs = stubs;
         Ok(())
     }
 
-    fn finish_layout(&mut self, ends: &mut [Fill; 3]) -> Result<()> {
-        let [code, read_only, data] = ends;
-        self.stub_offset = code.reserve(u64::from(self.stubs) * self.arch.stub_size(), 16)?;
+    fn finish_layout(&mut self, fills: &mut Fills) -> Result<()> {
+        let stub_bytes = u64::from(self.stubs) * self.arch.stub_size();
+        self.stub_offset = fills.get(SegmentKind::Code)?.reserve(stub_bytes, 16)?;
         // `_GLOBAL_OFFSET_TABLE_` and `.TOC.` are defined from the GOT's address, so a GOT
         // they refer to takes room even with no slots: an empty segment has no address.
-        let got_named = self
-            .symbols
-            .iter()
-            .any(|s| s.referenced && matches!(s.def, Definition::GotRelative(_)));
         let got_size = u64::from(self.got_slots) * GOT_SLOT_SIZE;
-        let got_size = if got_named {
+        let got_size = if self.got_named {
             got_size.max(GOT_SLOT_SIZE)
         } else {
             got_size
         };
-        self.got_offset = read_only.reserve(got_size, GOT_SLOT_SIZE)?;
+        self.got_offset = fills
+            .get(SegmentKind::ReadOnly)?
+            .reserve(got_size, GOT_SLOT_SIZE)?;
+        let [code, read_only, data] = fills.0;
         self.layout = Layout::new([code.request(), read_only.request(), data.request()]);
         let (segments, size) = self
             .layout
@@ -734,13 +1357,67 @@ impl<'a> Plan<'a> {
         }
         self.segments = segments;
         self.image_size = size;
-        for place in self.sections.iter_mut().filter(|p| p.loaded) {
+        for place in self.sections.entries_mut().iter_mut().filter(|p| p.loaded) {
             let start = segments
                 .get(place.segment.index())
                 .map_or(0, |s: &Segment| s.offset);
             place.offset = start + place.segment_offset;
         }
+        self.locate_symbols();
         Ok(())
+    }
+
+    /// Sets every symbol's [`BaseOffset`]; an alias takes its target's location, slots, size
+    /// and `st_other` (aliases never chain, so one pass over targets first suffices).
+    fn locate_symbols(&mut self) {
+        for symbol in self.symbols.entries_mut() {
+            symbol.at = match symbol.def {
+                Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => {
+                    BaseOffset::NOWHERE
+                }
+                Definition::Absolute(value) => BaseOffset {
+                    base: Base::Zero,
+                    offset: value,
+                },
+                Definition::Placed { segment, offset } => BaseOffset {
+                    base: Base::of(segment),
+                    offset,
+                },
+                Definition::Common { offset } => BaseOffset {
+                    base: Base::Data,
+                    offset,
+                },
+                Definition::GotRelative(bias) => BaseOffset {
+                    base: Base::Got,
+                    offset: bias as u64,
+                },
+                Definition::External { slot, .. } => match slot {
+                    Some(slot) => BaseOffset {
+                        base: Base::External,
+                        offset: slot.into(),
+                    },
+                    None => BaseOffset::NOWHERE,
+                },
+            };
+        }
+        for index in 0..self.symbols.len() {
+            let Some(symbol) = SymbolIndex::from_position(index) else {
+                continue;
+            };
+            let Some(Definition::Alias(target)) = self.symbols.get(symbol).map(|s| s.def) else {
+                continue;
+            };
+            let Some(target) = self.symbols.get(target).copied() else {
+                continue;
+            };
+            if let Some(alias) = self.symbols.get_mut(symbol) {
+                *alias = SymbolEntry {
+                    def: alias.def,
+                    indexed: alias.indexed,
+                    ..target
+                };
+            }
+        }
     }
 
     /// The architecture of the objects.
@@ -781,44 +1458,112 @@ impl<'a> Plan<'a> {
         (self.stubs, start + self.stub_offset)
     }
 
+    /// Number of distinct external symbols the relocations refer to: the length of the
+    /// scratch [`link_in`](Plan::link_in) needs.
+    pub fn external_count(&self) -> usize {
+        self.externals as usize
+    }
+
     /// Total relocation entries in loaded sections.
     pub fn relocation_count(&self) -> u64 {
         self.relocations
     }
 
+    /// The size of each of the plan's tables: what [`PlanStorage`] had to provide.
+    pub fn sizes(&self) -> PlanSizes {
+        PlanSizes {
+            objects: self.objects.len(),
+            sections: self.sections.len(),
+            symbols: self.symbols.len(),
+            names: self.names.len(),
+            high_halves: self.high_halves.len(),
+            low_halves: self.low_halves.len(),
+        }
+    }
+
     /// The objects, in link order.
     pub fn objects(&self) -> impl Iterator<Item = &Object<'a>> + '_ {
-        self.objects.iter().map(|e| &e.object)
+        self.loaded().map(|(_, e)| &e.object)
+    }
+
+    /// The name object `object` was given ([`Input`]), if any.
+    pub fn object_name(&self, object: usize) -> Option<&'a str> {
+        self.object(object)?.name
     }
 
     /// Where section `index` of object `object` goes.
     pub fn section_place(&self, object: usize, index: usize) -> Option<SectionPlace> {
-        let entry = self.objects.get(object)?;
-        self.sections
-            .get(entry.section_base as usize + index)
-            .copied()
+        let entry = self.object(object)?;
+        self.sections.get(entry.section(index)?).copied()
     }
 
-    /// The GOT slot and stub numbers planned for symbol `index` of object `object`.
-    pub fn symbol_slots(&self, object: usize, index: usize) -> (Option<u32>, Option<u32>) {
-        let Some(entry) = self.objects.get(object) else {
-            return (None, None);
-        };
-        let flat = self.canonical(entry.symbol_base as usize + index);
-        match self.symbols.get(flat) {
-            Some(s) => (
-                (s.got_slot != NONE).then_some(s.got_slot),
-                (s.stub != NONE).then_some(s.stub),
-            ),
-            None => (None, None),
-        }
+    /// The GOT slot and stub planned for symbol `index` of object `object`.
+    pub fn symbol_slots(
+        &self,
+        object: usize,
+        index: usize,
+    ) -> (Option<GotSlot>, Option<StubIndex>) {
+        let symbol = self
+            .object(object)
+            .and_then(|e| e.symbol(index))
+            .and_then(|s| self.symbols.get(self.canonical(s)));
+        symbol.map_or((None, None), |s| (s.got, s.stub))
     }
 
     /// Section `index` of object `object`'s name, for messages.
     pub fn section_name(&self, object: usize, index: usize) -> Name {
-        self.objects
-            .get(object)
+        self.object(object)
             .map(|e| e.object.section_name(index))
             .unwrap_or(Name::new(b"?"))
     }
+}
+
+/// A run of plain data relocations of one type in one section: each needs only its place
+/// in bounds and a symbol with an address, so the scan checks just that, in a tight loop.
+struct PlainRun<'t> {
+    r_type: RelocationType,
+    /// The last offset a field of the type fits at.
+    limit: u64,
+    /// The object's symbols.
+    symbols: &'t [SymbolEntry],
+}
+
+impl PlainRun<'_> {
+    /// Counts the relocations of the run, from `first` on; returns the first one that is
+    /// not part of it.
+    #[inline(never)]
+    fn skip(
+        &self,
+        first: Option<Rela>,
+        relocations: &mut impl Iterator<Item = Rela>,
+        count: &mut u64,
+    ) -> Option<Rela> {
+        let mut run = 0u64;
+        let next = first.into_iter().chain(relocations).find(|rela| {
+            let plain = rela.r_type == self.r_type
+                && rela.offset <= self.limit
+                && self
+                    .symbols
+                    .get(rela.symbol as usize)
+                    .is_some_and(SymbolEntry::has_address);
+            run += u64::from(plain);
+            !plain
+        });
+        *count += run;
+        next
+    }
+}
+
+/// Which symbols [`Plan::bind_symbols`] visits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Definitions,
+    References,
+}
+
+/// The next index from `counter`, counting it.
+fn next<I>(counter: &mut u32, make: fn(usize) -> Option<I>) -> Result<I> {
+    let index = make(*counter as usize).ok_or(too_many("slots"))?;
+    *counter = counter.checked_add(1).ok_or(too_many("slots"))?;
+    Ok(index)
 }

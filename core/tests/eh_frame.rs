@@ -35,7 +35,7 @@ fn object(arch: &str) -> Vec<u8> {
 fn the_terminator_follows_each_loaded_eh_frame() {
     for arch in ["x86_64", "aarch64", "riscv64", "powerpc64le"] {
         let object = object(arch);
-        let mut plan = Plan::new(&[&object[..]], PAGE).unwrap();
+        let plan = Plan::new(&[&object[..]], PAGE).unwrap();
         let parsed = plan.objects().next().unwrap();
         let index = (0..parsed.section_count())
             .find(|&i| parsed.section(i).unwrap().name == b".eh_frame")

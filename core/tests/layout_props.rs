@@ -101,7 +101,7 @@ proptest! {
         let page = 1u64 << page_log2;
         let base = base_pages * page;
         let bytes = build(&specs);
-        let mut plan = Plan::new(&[&bytes], page).unwrap();
+        let plan = Plan::new(&[&bytes], page).unwrap();
 
         // Segments: page-aligned, in order, disjoint, covering the image.
         let mut end = 0;

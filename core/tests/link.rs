@@ -6,6 +6,8 @@ use common::clang_object;
 
 use elfjit_core::elf::Object;
 use elfjit_core::plan::SegmentKind;
+use elfjit_core::plan::{Input, ObjectEntry, PlanSizes};
+use elfjit_core::PlanBuffers;
 use elfjit_core::{Error, NoSymbols, Plan, Range, RelocProblem, SliceBackend, Via};
 
 const PAGE: u64 = 0x1000;
@@ -41,7 +43,7 @@ fn link_at(
     base: u64,
     resolve: &mut dyn FnMut(&[u8]) -> Option<u64>,
 ) -> Result<Linked, Error> {
-    let mut plan = Plan::new(objects, PAGE)?;
+    let plan = Plan::new(objects, PAGE)?;
     let mut buf = vec![0x55u8; plan.image_size() as usize];
     let mut backend = SliceBackend::new(&mut buf, base, PAGE);
     let mut records = Vec::new();
@@ -187,7 +189,7 @@ fn objects_link_against_each_other() {
     let (_, records, (stubs, _), _) =
         link_at(&[&a, &b], base, &mut |n| panic!("asked for {n:?}")).unwrap();
     assert_eq!(stubs, 0);
-    let mut plan = Plan::new(&[&a, &b], PAGE).unwrap();
+    let plan = Plan::new(&[&a, &b], PAGE).unwrap();
     let mut buf = vec![0; plan.image_size() as usize];
     let image = plan
         .link(&mut SliceBackend::new(&mut buf, base, PAGE), &mut NoSymbols)
@@ -207,7 +209,7 @@ fn common_symbols_are_zeroed_in_data() {
         "int shared_counter; int get(void) { return shared_counter; }",
         &["-O2", "-fPIC", "-fcommon"],
     );
-    let mut plan = Plan::new(&[&object], PAGE).unwrap();
+    let plan = Plan::new(&[&object], PAGE).unwrap();
     let data = plan.segment(SegmentKind::Data);
     assert!(data.size >= 4);
     let mut buf = vec![0xffu8; plan.image_size() as usize];
@@ -270,24 +272,117 @@ fn tls_and_constructors_are_rejected_by_name() {
     assert!(err.to_string().contains("constructors"), "{err}");
 }
 
+/// Buffers for a lent-storage plan as large as `sizes` asks, but one entry short in table
+/// `short` if given.
+fn short_buffers(sizes: PlanSizes, short: Option<&str>) -> PlanBuffers {
+    let less = |table: &str, n: usize| if short == Some(table) { n - 1 } else { n };
+    PlanBuffers::new(PlanSizes {
+        objects: sizes.objects,
+        sections: less("sections", sizes.sections),
+        symbols: less("symbols", sizes.symbols),
+        names: less("names", sizes.names),
+        high_halves: less("high_halves", sizes.high_halves),
+        low_halves: less("low_halves", sizes.low_halves),
+    })
+}
+
+/// No table has a fixed capacity: 2,058 symbols plan with allocated tables, and caller
+/// storage one entry short of what the counting pass says is a typed error naming the
+/// table and the size needed.
 #[test]
-fn too_many_symbols_is_a_capacity_error() {
+fn too_many_symbols_is_a_storage_error_naming_the_size_needed() {
     let mut src = String::new();
-    for i in 0..(elfjit_core::plan::MAX_SYMBOLS + 10) {
+    for i in 0..2058 {
         src.push_str(&format!("int f{i}(void) {{ return {i}; }}\n"));
     }
     let object = compile(&src, &["-O0"]);
-    let err = Plan::new(&[&object], PAGE).err().unwrap();
-    assert!(
-        matches!(
-            err,
-            Error::CapacityExceeded {
-                table: "symbols",
-                ..
-            }
-        ),
+    let plan = Plan::new(&[&object], PAGE).unwrap();
+    let sizes = PlanSizes::count(&[&object]).unwrap();
+    assert_eq!(plan.sizes(), sizes, "the counting pass is exact");
+    assert!(sizes.symbols > 2058, "{sizes:?}");
+    let mut buffers = short_buffers(sizes, Some("symbols"));
+    let mut objects = [ObjectEntry::EMPTY];
+    let err = Plan::new_in(&[&object], PAGE, buffers.lend(&mut objects))
+        .err()
+        .unwrap();
+    assert_eq!(
+        err,
+        Error::StorageTooSmall {
+            table: "symbols",
+            needed: sizes.symbols,
+            provided: sizes.symbols - 1
+        },
         "{err}"
     );
+    assert!(err.to_string().contains("symbols"), "{err}");
+    assert!(
+        err.to_string().contains(&sizes.symbols.to_string()),
+        "{err}"
+    );
+}
+
+/// Lent storage of exactly the counted sizes plans every table; any table one entry short
+/// is an error naming that table (on riscv64, where pairs have tables too).
+#[test]
+fn lent_storage_of_the_counted_size_is_enough_and_one_less_is_named() {
+    let riscv = clang_object(
+        &[
+            "--target=riscv64-unknown-elf",
+            "-march=rv64gc",
+            "-mabi=lp64d",
+            "-c",
+            "-O2",
+            "-fPIC",
+            "-ffreestanding",
+            "-x",
+            "c",
+        ],
+        b"static const int t[4] = {1, 2, 3, 4}; extern int ext(int); int g;\n\
+          int f(int x) { g += t[x & 3]; return ext(g); }",
+    );
+    for objects in [vec![&riscv[..]], vec![&pic(FAR_CALLS)[..]]] {
+        let sizes = PlanSizes::count(&objects).unwrap();
+        let owned = Plan::new(&objects, PAGE).unwrap();
+        assert_eq!(owned.sizes(), sizes);
+        let mut buffers = short_buffers(sizes, None);
+        let mut entries = vec![ObjectEntry::EMPTY; objects.len()];
+        let lent = Plan::new_in(&objects, PAGE, buffers.lend(&mut entries)).unwrap();
+        assert_eq!(lent.sizes(), sizes);
+        assert_eq!((lent.got(), lent.stubs()), (owned.got(), owned.stubs()));
+        for table in [
+            "objects",
+            "sections",
+            "symbols",
+            "names",
+            "high_halves",
+            "low_halves",
+        ] {
+            let needed = match table {
+                "objects" => sizes.objects,
+                "sections" => sizes.sections,
+                "symbols" => sizes.symbols,
+                "names" => sizes.names,
+                "high_halves" => sizes.high_halves,
+                _ => sizes.low_halves,
+            };
+            if needed == 0 {
+                continue;
+            }
+            let mut buffers = short_buffers(sizes, Some(table));
+            let short = usize::from(table == "objects");
+            let mut entries = vec![ObjectEntry::EMPTY; objects.len() - short];
+            let storage = buffers.lend(&mut entries);
+            let err = Plan::new_in(&objects, PAGE, storage).err();
+            assert!(
+                matches!(err, Some(Error::StorageTooSmall { table: t, needed: n, .. }) if t == table && n == needed),
+                "{table}: {err:?}"
+            );
+        }
+    }
+    // One object: only its external (`ext`) is indexed, in 2 slots. Two objects: names
+    // cross objects, so the definitions (`f`, `g`) are indexed too: 6 names, 16 slots.
+    assert_eq!(PlanSizes::count(&[&riscv]).unwrap().names, 2);
+    assert_eq!(PlanSizes::count(&[&riscv, &riscv]).unwrap().names, 16);
 }
 
 #[test]
@@ -384,34 +479,235 @@ fn writable_code_is_refused() {
     assert!(err.to_string().contains(".wx"), "{err}");
 }
 
-/// A plan refilled in place (`Plan::replan`, after another object and after an error)
-/// links exactly like a fresh `Plan::new`.
+/// An object with an external (`ext`), read-only data and data; and one without.
+const USES_EXT: &str = "extern int ext(int); static const int t[4] = {1, 2, 3, 4}; int g;\n\
+                        int f(int x) { g += x; return ext(x) + t[x & 3]; }";
+const OTHER: &str = "int other(int x) { return x * 3; } int h[100];";
+const EXT: u64 = 0x7f00_1234_0000;
+
+/// A resolver that knows only `ext`, at `address`.
+fn ext_at(address: u64) -> impl Fn(&[u8]) -> Option<u64> + Copy {
+    move |name: &[u8]| (name == b"ext").then_some(address)
+}
+
+/// Linking reads the plan only: one plan links twice at different bases, each link is
+/// byte-for-byte what a fresh plan links there, and the plan's layout is unchanged.
 #[test]
-fn replanned_in_place_links_like_a_fresh_plan() {
-    let a = pic(
-        "extern int ext(int); static const int t[4] = {1, 2, 3, 4}; int g;\n\
-                 int f(int x) { g += x; return ext(x) + t[x & 3]; }",
+fn one_plan_links_twice_at_different_bases() {
+    let (a, b) = (pic(USES_EXT), pic(OTHER));
+    let resolve = ext_at(EXT);
+    let (low, high) = (0x7f00_0000_0000u64, 0x7f00_4000_0000u64);
+    let fresh_low = link_at(&[&a, &b], low, &mut { resolve }).unwrap();
+    let fresh_high = link_at(&[&a, &b], high, &mut { resolve }).unwrap();
+    assert_ne!(fresh_low.0, fresh_high.0, "the bases show in the bytes");
+
+    let plan = Plan::new(&[&a, &b], PAGE).unwrap();
+    let before = (plan.layout(), plan.got(), plan.stubs(), plan.sizes());
+    for (base, fresh) in [(low, &fresh_low), (high, &fresh_high), (low, &fresh_low)] {
+        let mut buf = vec![0x55u8; plan.image_size() as usize];
+        let mut records = Vec::new();
+        let image = plan
+            .link_observed(
+                &mut SliceBackend::new(&mut buf, base, PAGE),
+                &mut { resolve },
+                &mut |r: &elfjit_core::RelocRecord| records.push(*r),
+            )
+            .unwrap();
+        let f = image.symbol("f").unwrap();
+        assert!(f >= base && f < base + plan.image_size(), "{f:#x}");
+        assert_eq!(buf, fresh.0, "base {base:#x}");
+        assert_eq!(records.len(), fresh.1.len());
+        assert_eq!((plan.stubs(), plan.got()), (fresh.2, fresh.3));
+    }
+    assert_eq!(
+        (plan.layout(), plan.got(), plan.stubs(), plan.sizes()),
+        before
     );
-    let b = pic("int other(int x) { return x * 3; } int h[100];");
-    let resolve = |name: &[u8]| (name == b"ext").then_some(0x7f00_1234_0000u64);
+
+    // And at once, from two threads: a plan is shared, not copied.
+    std::thread::scope(|scope| {
+        for (base, fresh) in [(low, &fresh_low), (high, &fresh_high)] {
+            let plan = &plan;
+            scope.spawn(move || {
+                let mut buf = vec![0x55u8; plan.image_size() as usize];
+                let mut externals = vec![0; plan.external_count()];
+                plan.link_in(
+                    &mut SliceBackend::new(&mut buf, base, PAGE),
+                    &mut { resolve },
+                    &mut externals,
+                )
+                .unwrap();
+                assert_eq!(buf, fresh.0);
+                assert_eq!(externals, [EXT]);
+            });
+        }
+    });
+}
+
+/// Lent storage is reused from one plan to the next, after another object and after an
+/// error, and links exactly like a fresh `Plan::new`; the externals scratch is checked.
+#[test]
+fn reused_lent_storage_links_like_a_fresh_plan() {
+    let (a, b) = (pic(USES_EXT), pic(OTHER));
+    let resolve = ext_at(EXT);
     let fresh = link_at(&[&a], 0x7f00_0000_0000, &mut { resolve }).unwrap();
 
-    let mut plan = Plan::empty();
-    plan.replan(&[&b], PAGE).unwrap();
-    assert!(plan
-        .replan(&[b"not an ELF object".as_slice()], PAGE)
-        .is_err());
-    plan.replan(&[&a], PAGE).unwrap();
+    let mut buffers = PlanBuffers::new(PlanSizes {
+        objects: 1,
+        sections: 64,
+        symbols: 256,
+        names: 64,
+        high_halves: 0,
+        low_halves: 0,
+    });
+    {
+        let mut objects = [ObjectEntry::EMPTY];
+        Plan::new_in(&[&b], PAGE, buffers.lend(&mut objects)).unwrap();
+    }
+    {
+        let mut objects = [ObjectEntry::EMPTY];
+        let bad = Plan::new_in(
+            &[b"not an ELF object".as_slice()],
+            PAGE,
+            buffers.lend(&mut objects),
+        );
+        assert!(bad.is_err());
+    }
+    let mut objects = [ObjectEntry::EMPTY];
+    let plan = Plan::new_in(&[&a], PAGE, buffers.lend(&mut objects)).unwrap();
     assert_eq!((plan.stubs(), plan.got()), (fresh.2, fresh.3));
     let mut buf = vec![0x55u8; plan.image_size() as usize];
-    let mut backend = SliceBackend::new(&mut buf, 0x7f00_0000_0000, PAGE);
+    assert_eq!(plan.external_count(), 1);
+    let err = plan
+        .link_in(
+            &mut SliceBackend::new(&mut buf, 0x7f00_0000_0000, PAGE),
+            &mut { resolve },
+            &mut [],
+        )
+        .err();
+    assert_eq!(
+        err,
+        Some(Error::StorageTooSmall {
+            table: "externals",
+            needed: 1,
+            provided: 0
+        })
+    );
     let mut records = Vec::new();
-    plan.link_observed(
-        &mut backend,
-        &mut { resolve },
-        &mut |r: &elfjit_core::RelocRecord| records.push(*r),
-    )
-    .unwrap();
+    let mut externals = [0u64; 4];
+    let image = plan
+        .link_observed_in(
+            &mut SliceBackend::new(&mut buf, 0x7f00_0000_0000, PAGE),
+            &mut { resolve },
+            &mut externals,
+            &mut |r: &elfjit_core::RelocRecord| records.push(*r),
+        )
+        .unwrap();
+    let ext_index = (1..Object::parse(&a).unwrap().symbol_count())
+        .find(|&i| Object::parse(&a).unwrap().symbol(i).unwrap().name == b"ext")
+        .unwrap();
+    assert_eq!(image.address_of(0, ext_index), Some(EXT));
+    drop(image);
     assert_eq!(buf, fresh.0);
     assert_eq!(records.len(), fresh.1.len());
+}
+
+/// A relocation error names the object: its position always, its name when given.
+#[test]
+fn relocation_errors_name_the_object() {
+    let ok = pic("int helper(int x) { return x; }");
+    let far = compile(
+        "extern int far_data; int k(void) { return far_data; }",
+        &["-O2", "-fno-pic"],
+    );
+    let resolve = |_: &[u8]| Some(0x7f00_0000_0000u64);
+    let plan = Plan::new_named(
+        &[
+            Input {
+                name: "helper.o",
+                bytes: &ok,
+            },
+            Input {
+                name: "kernel.c",
+                bytes: &far,
+            },
+        ],
+        PAGE,
+    )
+    .unwrap();
+    assert_eq!(plan.object_name(1), Some("kernel.c"));
+    let mut buf = vec![0u8; plan.image_size() as usize];
+    let err = plan
+        .link(&mut SliceBackend::new(&mut buf, 0x10000, PAGE), &mut {
+            resolve
+        })
+        .err()
+        .unwrap();
+    let Error::Relocation(r) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(r.object, 1);
+    assert_eq!(
+        r.object_name.map(|n| n.to_string()),
+        Some("kernel.c".into())
+    );
+    assert!(err.to_string().starts_with("kernel.c: "), "{err}");
+    // Unnamed: the position only.
+    let err = link_at(&[&ok, &far], 0x10000, &mut { resolve }).unwrap_err();
+    let Error::Relocation(r) = err else {
+        panic!("{err}")
+    };
+    assert_eq!((r.object, r.object_name), (1, None));
+    assert!(err.to_string().starts_with("object 1: "), "{err}");
+}
+
+/// Undefined symbols bind through the name index: to another object's definition (never
+/// their own object's), and repeated externals across objects resolve once and share one
+/// stub.
+#[test]
+fn cross_object_binding_rules() {
+    let a = pic("extern int far_fn(int); int shared(int x) { return far_fn(x) + 1; }");
+    let b = pic("extern int far_fn(int); extern int shared(int); int k(int x) { return far_fn(x) + shared(x); }");
+    let c = pic("extern int far_fn(int); int k2(int x) { return far_fn(x) * 2; }");
+    let mut asked = Vec::new();
+    let far = 0x7fff_1234_5000u64;
+    let (_, records, (stubs, _), _) = link_at(&[&a, &b, &c], 0x40_0000, &mut |n| {
+        asked.push(n.to_vec());
+        (n == b"far_fn").then_some(far)
+    })
+    .unwrap();
+    assert_eq!(
+        asked,
+        [b"far_fn".to_vec()],
+        "resolved once, `shared` found in `a`"
+    );
+    assert_eq!(stubs, 1, "one stub for three objects' calls");
+    let to_far: Vec<_> = records.iter().filter(|r| r.symbol_address == far).collect();
+    assert_eq!(to_far.len(), 3, "{records:?}");
+    assert!(to_far.iter().all(|r| r.applied.via == Via::Stub));
+}
+
+/// The pre-scan visits every relocation of every loaded section (counted here straight from
+/// the objects), on real objects of all five architectures.
+#[test]
+fn the_plan_counts_every_relocation_of_loaded_sections() {
+    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(seeds).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let object = Object::parse(&bytes).unwrap();
+        let mut expected = 0u64;
+        for index in 0..object.section_count() {
+            let section = object.section(index).unwrap();
+            if section.kind == object::elf::SHT_RELA
+                && object.section(section.info as usize).unwrap().is_alloc()
+            {
+                expected += object.relocations(index).unwrap().count() as u64;
+            }
+        }
+        let plan = Plan::new(&[&bytes], PAGE).unwrap();
+        assert_eq!(plan.relocation_count(), expected);
+        checked += 1;
+    }
+    assert!(checked >= 50, "{checked} seeds");
 }

@@ -78,7 +78,7 @@ impl Linked {
 }
 
 fn link(objects: &[&[u8]], resolve: &mut dyn FnMut(&[u8]) -> Option<u64>) -> Result<Linked, Error> {
-    let mut plan = Plan::new(objects, PAGE)?;
+    let plan = Plan::new(objects, PAGE)?;
     let mut image = vec![0x55u8; plan.image_size() as usize];
     let mut backend = SliceBackend::new(&mut image, BASE, PAGE);
     let (stubs, got) = (plan.stubs(), plan.got());

@@ -70,7 +70,7 @@ fn link_at(
     base: u64,
     resolve: &mut dyn FnMut(&[u8]) -> Option<u64>,
 ) -> Result<Linked, Error> {
-    let mut plan = Plan::new(objects, PAGE)?;
+    let plan = Plan::new(objects, PAGE)?;
     let mut image = vec![0x55u8; plan.image_size() as usize];
     let mut backend = SliceBackend::new(&mut image, base, PAGE);
     let mut records = Vec::new();

@@ -82,7 +82,7 @@ struct ImageFacts {
 }
 
 fn facts(object: &[u8]) -> ImageFacts {
-    let mut plan = Plan::new(&[object], 4096).expect("plan");
+    let plan = Plan::new(&[object], 4096).expect("plan");
     let size = plan.image_size() as usize;
     let mut bytes = vec![0u8; size];
     let mut backend = SliceBackend::new(&mut bytes, 0x7f00_0000_0000, 4096);
@@ -140,7 +140,6 @@ fn bench_workload<M: Measurement>(c: &mut Criterion<M>, name: &str, object: &[u8
     for arena in [&page, &packed] {
         drop(Module::load_in(arena, object).expect("load"));
     }
-    let mut plan = Box::new(Plan::empty());
     let mut buffer = vec![0u8; image.size];
     let mut group = c.benchmark_group(format!("arena_{name}"));
     group.bench_function("floor", |b| b.iter(|| floor(&image)));
@@ -157,7 +156,8 @@ fn bench_workload<M: Measurement>(c: &mut Criterion<M>, name: &str, object: &[u8
     }
     group.bench_function("plan_link", |b| {
         b.iter(|| {
-            plan.replan(&[object], 4096).expect("plan");
+            // Planned each time, as `Module::load` does (tables allocated to size).
+            let plan = Plan::new(&[object], 4096).expect("plan");
             let mut backend = SliceBackend::new(&mut buffer, 0x7f00_0000_0000, 4096);
             let image = plan.link(&mut backend, &mut ProcessResolver).expect("link");
             black_box(image.placement());
@@ -166,7 +166,7 @@ fn bench_workload<M: Measurement>(c: &mut Criterion<M>, name: &str, object: &[u8
     group.bench_function("mmap_backend", |b| {
         b.iter(|| {
             let mut memory = MmapBackend::new();
-            plan.replan(&[object], 4096).expect("plan");
+            let plan = Plan::new(&[object], 4096).expect("plan");
             let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
             black_box(image.placement());
         })

@@ -5,7 +5,10 @@
 //! - `dlopen/*`: the same code pre-linked as a shared library, loaded with dlopen + dlsym
 //!   (+ dlclose) from a file and from a memfd;
 //! - `relocate/*`: plan + link of an object with over 10,000 relocations into a buffer
-//!   (no system calls), reported per relocation;
+//!   (no system calls; measured in thread CPU time, as `symbols/*`), reported per relocation: tables allocated as `Module::load` does,
+//!   lent storage reused as a `no_std` user does, and one plan linked again and again;
+//! - `symbols/*`: plan + link of 100, 1,000 and 10,000 symbols in ten objects that refer
+//!   to each other's symbols, reported per symbol (it should stay flat as symbols grow);
 //! - `end_to_end/*`: C source → first call, in memory vs `clang -shared` + dlopen;
 //! - `call/*`: one call through the prepared libffi interface vs a direct typed call.
 //!
@@ -13,17 +16,19 @@
 //! With `--features dlopen-fallback`, `Module::load` (and so `load_*/Module::load` and
 //! `end_to_end/... Module::load ...`) is the fallback path: `clang -shared` + dlopen.
 
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use elfjit::args::{RetType, Scalar, ScalarType};
 use elfjit::clang::{CompileOptions, Compiler, Lang};
 use elfjit::ffi::{ArgKind, ArgValue, CallInterface};
 use elfjit::{Arch, Module};
-use elfjit_core::plan::SegmentKind;
-use elfjit_core::{Plan, SliceBackend};
+use elfjit_core::plan::{ObjectEntry, PlanSizes, SegmentKind};
+use elfjit_core::{Plan, PlanBuffers, SliceBackend};
 use std::ffi::CString;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 fn host() -> Arch {
     Arch::host().expect("a supported host")
@@ -68,7 +73,7 @@ fn large_source() -> String {
     s
 }
 
-/// Over 10,000 relocations, within the core's 2,048-symbol table: 1,000 globals, a table
+/// Over 10,000 relocations: 1,000 globals, a table
 /// of 12,000 pointers to them (absolute data relocations) and code that reads and writes
 /// each (GOT-relative relocations).
 fn many_relocations_source() -> String {
@@ -240,28 +245,98 @@ fn bench_load(c: &mut Criterion) {
     group.finish();
 }
 
-fn bench_relocate(c: &mut Criterion) {
+/// Links `plan` into `buffer` (no externals), as the relocation benchmarks measure it.
+fn link(plan: &Plan<'_>, buffer: &mut [u8]) {
+    let mut backend = SliceBackend::new(buffer, 0x7f00_0000_0000, 4096);
+    let image = plan
+        .link(&mut backend, &mut elfjit_core::NoSymbols)
+        .expect("link");
+    black_box(image.placement());
+}
+
+fn bench_relocate(c: &mut Criterion<ThreadCpuTime>) {
     let object = compile(&many_relocations_source());
-    let mut plan = Plan::new(&[&object], 4096).expect("plan");
+    let objects: [&[u8]; 1] = [&object];
+    let plan = Plan::new(&objects, 4096).expect("plan");
     let relocations = plan.relocation_count();
     assert!(relocations >= 10_000, "{relocations} relocations");
     let mut buffer = vec![0u8; plan.image_size() as usize];
+    let mut storage = PlanBuffers::new(PlanSizes::count(&objects).expect("count"));
     let mut group = c.benchmark_group("relocate");
     group.throughput(Throughput::Elements(relocations));
     group.bench_function(
         format!("plan+link {relocations} relocations into a buffer"),
         |b| {
-            // Planned in place each time, as Module::load does.
+            // Planned each time, as Module::load does (tables allocated to size).
+            b.iter(|| link(&Plan::new(&objects, 4096).expect("plan"), &mut buffer))
+        },
+    );
+    group.bench_function(
+        format!("plan+link {relocations} relocations, lent storage"),
+        |b| {
+            // As a no_std user does: the same static tables every time, no allocation.
             b.iter(|| {
-                plan.replan(&[&object], 4096).expect("plan");
+                let mut entries = [ObjectEntry::EMPTY];
+                let plan = Plan::new_in(&objects, 4096, storage.lend(&mut entries)).expect("plan");
                 let mut backend = SliceBackend::new(&mut buffer, 0x7f00_0000_0000, 4096);
                 let image = plan
-                    .link(&mut backend, &mut elfjit_core::NoSymbols)
+                    .link_in(&mut backend, &mut elfjit_core::NoSymbols, &mut [])
                     .expect("link");
                 black_box(image.placement());
             })
         },
     );
+    group.bench_function(format!("link only, {relocations} relocations"), |b| {
+        // One plan, linked again and again (what a plan reused across arenas costs).
+        b.iter(|| link(&plan, &mut buffer))
+    });
+    group.finish();
+}
+
+/// Objects for the symbol-scaling benchmark: `total` global variables over ten objects,
+/// each object holding a table of pointers to the next object's variables (so every
+/// variable is also an undefined symbol of another object, bound across objects).
+fn cross_object_sources(total: usize) -> Vec<String> {
+    const OBJECTS: usize = 10;
+    let per = total / OBJECTS;
+    (0..OBJECTS)
+        .map(|j| {
+            let next = (j + 1) % OBJECTS;
+            let mut s = String::new();
+            for i in 0..per {
+                s.push_str(&format!("int v{j}_{i} = {i};\nextern int v{next}_{i};\n"));
+            }
+            s.push_str(&format!("int *t{j}[] = {{"));
+            for i in 0..per {
+                s.push_str(&format!("&v{next}_{i},"));
+            }
+            s.push_str("};\n");
+            s
+        })
+        .collect()
+}
+
+fn bench_symbols(c: &mut Criterion<ThreadCpuTime>) {
+    let mut group = c.benchmark_group("symbols");
+    for total in [100usize, 1_000, 10_000] {
+        let objects: Vec<Vec<u8>> = cross_object_sources(total)
+            .iter()
+            .map(|s| compile(s))
+            .collect();
+        let objects: Vec<&[u8]> = objects.iter().map(Vec::as_slice).collect();
+        let plan = Plan::new(&objects, 4096).expect("plan");
+        assert_eq!(
+            plan.external_count(),
+            0,
+            "every reference binds across objects"
+        );
+        let mut buffer = vec![0u8; plan.image_size() as usize];
+        group.throughput(Throughput::Elements(total as u64));
+        group.bench_function(
+            format!("plan+link, {total} symbols in 10 objects, bound across objects"),
+            |b| b.iter(|| link(&Plan::new(&objects, 4096).expect("plan"), &mut buffer)),
+        );
+    }
     group.finish();
 }
 
@@ -352,11 +427,54 @@ fn bench_call(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(
-    benches,
-    bench_load,
-    bench_relocate,
-    bench_end_to_end,
-    bench_call
-);
-criterion_main!(benches);
+/// The time the benchmark thread spends on a CPU (`CLOCK_THREAD_CPUTIME_ID`), for the
+/// pure-computation benchmarks (plan + link into a buffer: no system calls, no waiting).
+/// On a machine shared with other work, wall time also counts the slices other processes
+/// run in; this counts only the benchmark's own.
+struct ThreadCpuTime;
+
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`, which lives for the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "CLOCK_THREAD_CPUTIME_ID");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = Duration;
+    type Value = Duration;
+    fn start(&self) -> Duration {
+        thread_cpu_time()
+    }
+    fn end(&self, start: Duration) -> Duration {
+        thread_cpu_time().saturating_sub(start)
+    }
+    fn add(&self, a: &Duration, b: &Duration) -> Duration {
+        *a + *b
+    }
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        WallTime.formatter()
+    }
+}
+
+fn cpu_time() -> Criterion<ThreadCpuTime> {
+    Criterion::default().with_measurement(ThreadCpuTime)
+}
+
+criterion_group!(benches, bench_load, bench_end_to_end, bench_call);
+criterion_group! {
+    name = computation;
+    config = cpu_time();
+    targets = bench_relocate, bench_symbols
+}
+criterion_main!(benches, computation);

@@ -24,7 +24,7 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
             parsed.arch()
         )));
     }
-    let mut plan = Plan::new(&[object], PAGE)?;
+    let plan = Plan::new(&[object], PAGE)?;
     let image_size = plan.image_size();
     // Up to the core's 1 GiB image limit: allocated fallibly.
     let size = usize::try_from(image_size).unwrap_or(usize::MAX);
@@ -125,13 +125,13 @@ pub fn report(object: &[u8], target: Arch) -> Result<String> {
         let mut extra = String::new();
         if let Some(slot) = got {
             let _ = write!(extra, "  [GOT {slot}]");
-            if let Some(row) = got_rows.get_mut(slot as usize) {
+            if let Some(row) = got_rows.get_mut(slot.index()) {
                 *row = format!("{name} = {}", hex_or(address));
             }
         }
         if let Some(stub) = stub {
             let _ = write!(extra, "  [stub {stub}]");
-            if let Some(row) = stub_rows.get_mut(stub as usize) {
+            if let Some(row) = stub_rows.get_mut(stub.index()) {
                 *row = format!("{name} → {}", hex_or(address));
             }
         }

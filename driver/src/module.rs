@@ -78,10 +78,9 @@ impl Module {
         objects: &[&[u8]],
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
     ) -> Result<Module> {
-        // Built in place: a plan is about 200 KB, and moving it out of `Plan::new` cost a
-        // third of a small kernel's load.
-        let mut plan = Plan::empty();
-        plan.replan(objects, arena.page_size() as u64)?;
+        // The plan's tables are on the heap, sized to the objects: a load needs little
+        // stack (a few hundred bytes for the plan itself).
+        let plan = Plan::new(objects, arena.page_size() as u64)?;
         let host = host_arch()?;
         check_arch(&plan, host)?;
         #[cfg(feature = "dlopen-fallback")]
@@ -100,7 +99,7 @@ impl Module {
         {
             let mut memory = arena.backend();
             // Linking publishes a module of its own (not a batch member) before it returns.
-            let linked = link(objects, &mut plan, &mut memory, resolver)?;
+            let linked = link(objects, &plan, &mut memory, resolver)?;
             Module::published(host, memory, linked)
         }
     }
@@ -123,13 +122,10 @@ impl Module {
         }
         #[cfg(not(feature = "dlopen-fallback"))]
         {
-            let mut plans: Vec<Plan> = Vec::with_capacity(objects.len());
-            for object in objects {
-                plans.push(Plan::empty());
-                if let Some(plan) = plans.last_mut() {
-                    plan.replan(std::slice::from_ref(object), arena.page_size() as u64)?;
-                }
-            }
+            let plans = objects
+                .iter()
+                .map(|object| Plan::new(std::slice::from_ref(object), arena.page_size() as u64))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
             let host = host_arch()?;
             for plan in &plans {
                 check_arch(plan, host)?;
@@ -137,7 +133,7 @@ impl Module {
             let layouts: Vec<_> = plans.iter().map(Plan::layout).collect();
             let mut backends = arena.allocate_batch(&layouts).map_err(Error::Arena)?;
             let mut linked = Vec::with_capacity(plans.len());
-            for ((plan, memory), object) in plans.iter_mut().zip(backends.iter_mut()).zip(objects) {
+            for ((plan, memory), object) in plans.iter().zip(backends.iter_mut()).zip(objects) {
                 linked.push(link(std::slice::from_ref(object), plan, memory, resolver)?);
             }
             ArenaBackend::publish_all(&mut backends).map_err(Error::Arena)?;
@@ -246,7 +242,7 @@ struct Linked<'o> {
 #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
 fn link<'o>(
     objects: &[&'o [u8]],
-    plan: &mut Plan<'_>,
+    plan: &Plan<'_>,
     memory: &mut ArenaBackend,
     resolver: &mut dyn FnMut(&str) -> Option<u64>,
 ) -> Result<Linked<'o>> {
@@ -268,4 +264,76 @@ fn link<'o>(
         symbols: symbols.finish(),
         observe,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clang::{CompileOptions, Compiler, Lang};
+    use elfjit_core::plan::{
+        HighHalf, LowHalf, NameEntry, ObjectEntry, PlanSizes, SectionPlace, SymbolEntry,
+    };
+
+    /// A kernel with read-only data, data and a libm call, like the corpus's saxpy.
+    const SMALL: &str = "extern float expf(float);\n\
+        static const float w[16] = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16};\n\
+        int calls;\n\
+        float kernel(float *out, const float *in, int n) {\n\
+            float s = 0; calls++;\n\
+            for (int i = 0; i < n; i++) { out[i] = expf(in[i] * w[i & 15]); s += out[i]; }\n\
+            return s;\n\
+        }\n";
+
+    fn small_object() -> Vec<u8> {
+        let host = Arch::host().expect("a supported host");
+        Compiler::find()
+            .expect("clang")
+            .compile(SMALL.as_bytes(), &CompileOptions::new(Lang::C, host))
+            .expect("compile")
+    }
+
+    /// The plan's tables live on the heap: loading, calling and dropping a module fits a
+    /// 64 KiB thread stack (the fixed-capacity plan alone was about 200 KB).
+    #[test]
+    fn loads_on_a_64_kib_stack() {
+        let object = small_object();
+        let result = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let module = Module::load(&object).expect("load");
+                let kernel = module.symbol("kernel").expect("kernel");
+                // SAFETY: `kernel` is `float kernel(float *, const float *, int)`; `module`
+                // outlives the call.
+                let f: extern "C" fn(*mut f32, *const f32, i32) -> f32 =
+                    unsafe { std::mem::transmute(kernel) };
+                let input = [0.5f32; 4];
+                let mut out = [0f32; 4];
+                f(out.as_mut_ptr(), input.as_ptr(), 4)
+            })
+            .expect("spawn")
+            .join()
+            .expect("the load ran within 64 KiB of stack");
+        let want: f32 = (0..4).map(|i| (0.5f32 * (i + 1) as f32).exp()).sum();
+        assert!((result - want).abs() < 1e-3 * want, "{result} vs {want}");
+    }
+
+    /// What a small kernel's plan occupies: the `Plan` value (stack or wherever it is
+    /// kept) and its tables (heap, exactly sized); printed for the README.
+    #[test]
+    fn a_small_kernels_plan_is_small() {
+        let object = small_object();
+        let plan = Plan::new(&[&object], 4096).expect("plan");
+        let sizes = plan.sizes();
+        assert_eq!(sizes, PlanSizes::count(&[&object]).expect("count"));
+        let tables = sizes.objects * std::mem::size_of::<ObjectEntry<'_>>()
+            + sizes.sections * std::mem::size_of::<SectionPlace>()
+            + sizes.symbols * std::mem::size_of::<SymbolEntry>()
+            + sizes.names * std::mem::size_of::<NameEntry>()
+            + sizes.high_halves * std::mem::size_of::<HighHalf>()
+            + sizes.low_halves * std::mem::size_of::<LowHalf>();
+        let value = std::mem::size_of::<Plan<'_>>();
+        eprintln!("small kernel plan: {value} bytes + {tables} bytes of tables ({sizes:?})");
+        assert!(value < 1024, "{value}");
+        assert!(tables < 8 * 1024, "{tables}");
+    }
 }

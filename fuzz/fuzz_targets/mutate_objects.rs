@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    elfjit_fuzz::run_mutate(data, elfjit_fuzz::seeds());
+    let _ = elfjit_fuzz::run_mutate(data, elfjit_fuzz::seeds());
 });

@@ -4,5 +4,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    elfjit_fuzz::run_parse_plan(data);
+    let _ = elfjit_fuzz::run_parse_plan(data);
 });

@@ -4,7 +4,8 @@
 //!
 //! build.rs compiles corpus kernels (tests/kernels) with clang for loongarch64; the objects
 //! are embedded with `include_bytes!`. At run time, for each kernel, the program:
-//! 1. plans the link (`Plan::new`: layout, GOT, stubs; no memory yet),
+//! 1. plans the link (`Plan::new_in`: layout, GOT, stubs; no memory yet) into static
+//!    tables that every kernel reuses (no allocator: the plan's storage is lent),
 //! 2. links it into memory it maps itself (`MmapBackend`: mmap, mprotect, `ibar 0` over raw
 //!    system calls), resolving the kernel's external calls (`resolve`),
 //! 3. calls the entry with the corpus's arguments and prints what came back.
@@ -38,6 +39,9 @@ mod sys;
 
 use args::{Arena, Arg, Registers};
 use core::fmt::Write;
+use elfjit_core::plan::{
+    HighHalf, LowHalf, NameEntry, ObjectEntry, PlanStorage, SectionPlace, SymbolEntry,
+};
 use elfjit_core::{
     BackendError, Layout, MemoryBackend, Placement, Plan, Protection, Segment, SegmentKind,
 };
@@ -151,6 +155,28 @@ impl Drop for MmapBackend {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The plan's storage: static tables, lent to each kernel's plan in turn.
+// ---------------------------------------------------------------------------------------
+
+/// Room for the largest corpus kernel with margin (`PlanSizes::count` says what an object
+/// needs; a bigger one fails with an error naming the table and the size it needs), and
+/// for the addresses a link resolves its externals to. loongarch64 has no relocation
+/// pairs, so their tables are empty.
+struct Tables {
+    sections: [SectionPlace; 64],
+    symbols: [SymbolEntry; 256],
+    names: [NameEntry; 64],
+    externals: [u64; 32],
+}
+
+static mut TABLES: Tables = Tables {
+    sections: [SectionPlace::NOT_LOADED; 64],
+    symbols: [SymbolEntry::EMPTY; 256],
+    names: [NameEntry::EMPTY; 64],
+    externals: [0; 32],
+};
 
 // ---------------------------------------------------------------------------------------
 // External symbols: what the kernels call.
@@ -278,10 +304,26 @@ fn run(
     case: &cases::Case,
     object: &[u8],
     page_size: u64,
+    tables: &mut Tables,
     out: &mut Stdout,
 ) -> Result<(), &'static str> {
     let _ = writeln!(out, "case {} {}", case.name, case.file);
-    let mut plan = match Plan::new(&[object], page_size) {
+    let mut entry = [ObjectEntry::EMPTY];
+    let Tables {
+        sections,
+        symbols,
+        names,
+        externals,
+    } = tables;
+    let storage = PlanStorage {
+        objects: &mut entry,
+        sections,
+        symbols,
+        names,
+        high_halves: &mut [] as &mut [HighHalf],
+        low_halves: &mut [] as &mut [LowHalf],
+    };
+    let plan = match Plan::new_in(&[object], page_size, storage) {
         Ok(plan) => plan,
         Err(e) => {
             let _ = writeln!(out, "error {e}");
@@ -289,7 +331,7 @@ fn run(
         }
     };
     let mut backend = MmapBackend::new(page_size);
-    let image = match plan.link(&mut backend, &mut resolve) {
+    let image = match plan.link_in(&mut backend, &mut resolve, externals) {
         Ok(image) => image,
         Err(e) => {
             let _ = writeln!(out, "error {e}");
@@ -385,9 +427,12 @@ fn main(page_size: u64) -> i32 {
         out,
         "elfjit-core on loongarch64, no_std, page size {page_size}"
     );
+    // SAFETY: `main` runs once, on the only thread, and this is the one reference to the
+    // tables; each kernel's plan borrows them from it in turn.
+    let tables = unsafe { &mut *core::ptr::addr_of_mut!(TABLES) };
     let (mut ok, mut failed) = (0, 0);
     for (case, object) in cases::CASES.iter().zip(kernels::OBJECTS) {
-        match run(case, object, page_size, &mut out) {
+        match run(case, object, page_size, tables, &mut out) {
             Ok(()) => ok += 1,
             Err(why) => {
                 let _ = writeln!(out, "failed {}: {why}", case.name);

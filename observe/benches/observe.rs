@@ -70,7 +70,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("link", |b| {
         b.iter(|| {
             let mut memory = MmapBackend::new();
-            let mut plan = Plan::new(&[&plain[..]], memory.page_size()).unwrap();
+            let plan = Plan::new(&[&plain[..]], memory.page_size()).unwrap();
             let image = plan.link(&mut memory, &mut ProcessResolver).unwrap();
             black_box(image.placement());
         })
@@ -78,7 +78,7 @@ fn bench(c: &mut Criterion) {
     group.bench_function("link+publish off", |b| {
         b.iter(|| {
             let mut memory = MmapBackend::new();
-            let mut plan = Plan::new(&[&plain[..]], memory.page_size()).unwrap();
+            let plan = Plan::new(&[&plain[..]], memory.page_size()).unwrap();
             let image = plan.link(&mut memory, &mut ProcessResolver).unwrap();
             // SAFETY: `memory` outlives the (absent) registration.
             let published =
@@ -90,10 +90,10 @@ fn bench(c: &mut Criterion) {
 
     // One linked copy of each object, published again and again.
     let mut memory = MmapBackend::new();
-    let mut plan = Plan::new(&[&plain[..]], memory.page_size()).unwrap();
+    let plan = Plan::new(&[&plain[..]], memory.page_size()).unwrap();
     let image = plan.link(&mut memory, &mut ProcessResolver).unwrap();
     let mut unwind_memory = MmapBackend::new();
-    let mut unwind_plan = Plan::new(&[&unwind[..]], unwind_memory.page_size()).unwrap();
+    let unwind_plan = Plan::new(&[&unwind[..]], unwind_memory.page_size()).unwrap();
     let unwind_image = unwind_plan
         .link(&mut unwind_memory, &mut ProcessResolver)
         .unwrap();

@@ -34,7 +34,7 @@ const KERNEL: &str = "int add(int a, int b) { return a + b; }\n";
 fn publish_between_markers(times: usize) -> usize {
     let object = compile(KERNEL, "-O2", &[]);
     let mut memory = elfjit_os::MmapBackend::new();
-    let mut plan = elfjit_core::Plan::new(&[&object[..]], memory.page_size()).unwrap();
+    let plan = elfjit_core::Plan::new(&[&object[..]], memory.page_size()).unwrap();
     let image = plan
         .link(&mut memory, &mut elfjit_os::ProcessResolver)
         .unwrap();

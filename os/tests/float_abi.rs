@@ -37,7 +37,7 @@ fn float_and_double_arguments_and_returns() {
         let object = compile(KERNELS, opt);
         let mut memory = MmapBackend::new();
         let page = memory.page_size();
-        let mut plan = Plan::new(&[&object], page).expect("plan");
+        let plan = Plan::new(&[&object], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let get = |name: &str| image.symbol(name).unwrap_or_else(|| panic!("no {name}")) as usize;
         // SAFETY (all transmutes below): each signature matches its C definition above, and

@@ -19,7 +19,7 @@ impl Loaded {
     fn new(object: &[u8]) -> Loaded {
         let mut memory = MmapBackend::new();
         let page = memory.page_size();
-        let mut plan = Plan::new(&[object], page).expect("plan");
+        let plan = Plan::new(&[object], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let symbols = image
             .globals()

@@ -70,7 +70,7 @@ fn power10_kernels_run() {
         let toc = compile(TOC, "-mcpu=pwr8", opt);
         let mut memory = MmapBackend::new();
         let page = memory.page_size();
-        let mut plan = Plan::new(&[&pcrel, &toc], page).expect("plan");
+        let plan = Plan::new(&[&pcrel, &toc], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let get = |name: &str| image.symbol(name).unwrap_or_else(|| panic!("no {name}")) as usize;
         // SAFETY (all transmutes below): each signature matches its C definition above, and
@@ -124,7 +124,7 @@ fn toc_pointer_is_restored_after_external_calls() {
         let object = compile(RESTORE, "-mcpu=pwr8", opt);
         let mut memory = MmapBackend::new();
         let page = memory.page_size();
-        let mut plan = Plan::new(&[&object], page).expect("plan");
+        let plan = Plan::new(&[&object], page).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         let k = image.symbol("k").expect("k") as usize;
         // SAFETY: `k` has this signature in the C above; `memory` keeps it mapped.

@@ -25,7 +25,7 @@ fn far_call_goes_through_a_veneer_and_returns() {
         let mut opts = CompileOptions::new(Lang::C, Arch::Aarch64);
         opts.opt_level = opt;
         let object = compiler.compile(FAR_KERNEL.as_bytes(), &opts).unwrap();
-        let mut plan = Plan::new(&[&object], PAGE_SIZE).unwrap();
+        let plan = Plan::new(&[&object], PAGE_SIZE).unwrap();
         let (stubs, stub_offset) = plan.stubs();
         assert_eq!(stubs, 1, "-O{opt}: one veneer for one far target");
         let mut image = vec![0u8; plan.image_size() as usize];

@@ -20,6 +20,14 @@ macro_rules! per_arch {
     };
 }
 
+/// Work generic over one architecture's `apply` ([`Arch::with_apply`]).
+pub(crate) trait WithApply {
+    type Output;
+    fn run<F>(self, apply: F) -> Self::Output
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> Result<Applied, Failure> + Copy;
+}
+
 impl Arch {
     /// Every relocation elfjit links for this architecture, with its formula, range and
     /// alignment: the table at the top of the architecture's file.
@@ -52,6 +60,19 @@ impl Arch {
     /// end of its section). Nothing is written when it fails.
     pub(crate) fn apply(self, input: &RelocInput, place: &mut [u8]) -> Result<Applied, Failure> {
         per_arch!(self, apply(input, place))
+    }
+
+    /// Runs `work` with this architecture's `apply` as a function item, so that a loop
+    /// over many relocations is compiled once per architecture with its `apply` inlined:
+    /// the architecture is chosen once per section, not per relocation.
+    pub(crate) fn with_apply<W: WithApply>(self, work: W) -> W::Output {
+        match self {
+            Arch::X86_64 => work.run(x86_64::apply),
+            Arch::Aarch64 => work.run(aarch64::apply),
+            Arch::Riscv64 => work.run(riscv64::apply),
+            Arch::Loongarch64 => work.run(loongarch64::apply),
+            Arch::Ppc64le => work.run(ppc64le::apply),
+        }
     }
 
     /// Whether the table has HI/LO pairs for the pre-scan to match up.

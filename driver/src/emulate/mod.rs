@@ -155,7 +155,7 @@ pub fn run_emulated(
     // Link kernel + shim on the host, for the address the runner will map them at.
     let t = Instant::now();
     let objects: [&[u8]; 2] = [object, &shim_obj];
-    let mut plan = Plan::new(&objects, PAGE_SIZE)?;
+    let plan = Plan::new(&objects, PAGE_SIZE)?;
     if plan.arch() != arch {
         return Err(Error::Unsupported(format!(
             "the object is for {}, not the requested target {arch}",

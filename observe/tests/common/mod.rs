@@ -32,7 +32,7 @@ impl Loaded {
     /// Links `object` and publishes it to the observers switched on.
     pub fn new(object: &[u8]) -> Loaded {
         let mut memory = MmapBackend::new();
-        let mut plan = Plan::new(&[object], memory.page_size()).expect("plan");
+        let plan = Plan::new(&[object], memory.page_size()).expect("plan");
         let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
         // SAFETY: `memory` holds the image and outlives the registration (field order).
         let registration =

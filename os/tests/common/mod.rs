@@ -90,29 +90,29 @@ pub fn load_in(arena: &elfjit_os::Arena, object: &[u8], entry: &str) -> Result<I
     Loader::new(object).load(arena, entry)
 }
 
-/// Loads one object again and again, reusing one plan: a plan is about 200 KB, and making
-/// a fresh one (zeroing and moving it) costs more than the rest of a small load.
+/// Loads one object again and again from one plan: linking leaves a plan unchanged, so
+/// the object is planned once (for the arena's page size) and each load only links it.
 pub struct Loader<'a> {
     object: &'a [u8],
-    plan: Box<elfjit_core::Plan<'a>>,
+    plan: Option<elfjit_core::Plan<'a>>,
 }
 
 impl<'a> Loader<'a> {
     pub fn new(object: &'a [u8]) -> Loader<'a> {
-        Loader {
-            object,
-            plan: Box::new(elfjit_core::Plan::empty()),
-        }
+        Loader { object, plan: None }
     }
 
     /// Links the object into `arena` and finds global `entry`.
     pub fn load(&mut self, arena: &elfjit_os::Arena, entry: &str) -> Result<InArena, LoadError> {
+        let page = arena.page_size() as u64;
+        if self.plan.as_ref().is_none_or(|p| p.page_size() != page) {
+            let plan =
+                elfjit_core::Plan::new(&[self.object], page).map_err(|e| Box::new((e, None)))?;
+            self.plan = Some(plan);
+        }
+        let plan = self.plan.as_ref().expect("planned above");
         let mut memory = arena.backend();
-        self.plan
-            .replan(&[self.object], arena.page_size() as u64)
-            .map_err(|e| Box::new((e, None)))?;
-        let image = self
-            .plan
+        let image = plan
             .link(&mut memory, &mut elfjit_os::ProcessResolver)
             .map_err(|e| Box::new((e, memory.error().copied())))?;
         let address = image
