@@ -4,7 +4,7 @@
 //! [`Module`] is dropped; a module keeps its arena alive.
 //!
 //! With the `dlopen-fallback` feature the same API links the objects into a shared
-//! library with `clang -shared` and opens it with `dlopen` instead (see [`crate::fallback`]).
+//! library with `clang -shared` and opens it with `dlopen` instead (see `fallback.rs`).
 
 use crate::error::{Error, Result};
 use crate::symbols::{Symbols, SymbolsBuilder};

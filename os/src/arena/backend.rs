@@ -19,7 +19,7 @@ enum Stage {
 }
 
 /// One module's memory from an [`Arena`]: allocate, write, publish (as
-/// [`elfjit_core::Plan::link`] does), then the module runs until this value is dropped,
+/// [`elfjit_core::Plan::link_in`] does), then the module runs until this value is dropped,
 /// which gives the memory back to the arena. Dropped before it is published (a load that
 /// failed), it leaves the arena as it was before the allocation.
 pub struct ArenaBackend {

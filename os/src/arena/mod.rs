@@ -334,7 +334,7 @@ impl Arena {
         self.shared.page
     }
 
-    /// A backend for one module: pass it to [`elfjit_core::Plan::link`]. Its `publish`
+    /// A backend for one module: pass it to [`elfjit_core::Plan::link_in`]. Its `publish`
     /// protects and flushes at once; the memory is the arena's again when it is dropped.
     pub fn backend(&self) -> ArenaBackend {
         ArenaBackend::new(self.clone(), None)
