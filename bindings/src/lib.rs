@@ -98,7 +98,11 @@ impl Failure {
                 elfjit::Error::ClangFailed { .. } | elfjit::Error::ClangTimeout { .. } => {
                     ErrorKind::Compile
                 }
-                elfjit::Error::Io { .. } | elfjit::Error::Memory(_) => ErrorKind::System,
+                // The code arena ran out (its limit, the address space, the map count) or
+                // the OS refused it memory.
+                elfjit::Error::Io { .. } | elfjit::Error::Memory(_) | elfjit::Error::Arena(_) => {
+                    ErrorKind::System
+                }
                 elfjit::Error::Link(_) => ErrorKind::Link,
                 elfjit::Error::UnknownEntry { .. } | elfjit::Error::AmbiguousEntry { .. } => {
                     ErrorKind::NotFound

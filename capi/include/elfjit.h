@@ -51,7 +51,8 @@ typedef enum elfjit_status {
 } elfjit_status;
 
 // Linked code and data in this process, callable by symbol. Free with
-// `elfjit_module_free`, which unmaps it: no address from it may be used afterwards.
+// `elfjit_module_free`, which gives its memory back to the code arena: no address from
+// it may be used afterwards.
 typedef struct elfjit_module elfjit_module;
 
 // A compiled object: the ELF bytes clang produced. Free with `elfjit_object_free`.
@@ -127,8 +128,8 @@ enum elfjit_status elfjit_object_bytes(const struct elfjit_object *object,
 // `object` is NULL or a live object from `elfjit_compile`, not used afterwards.
 void elfjit_object_free(struct elfjit_object *object);
 
-// Links one relocatable ELF object for the host into fresh memory (code never writable
-// and executable at once), resolving undefined symbols in the process. On success
+// Links one relocatable ELF object for the host into the process-wide code arena (code
+// never writable and executable at once), resolving undefined symbols in the process. On success
 // `*module` is a new module to free with `elfjit_module_free`. The bytes are only read
 // during the call.
 //
@@ -176,7 +177,7 @@ enum elfjit_status elfjit_module_function_name(const struct elfjit_module *modul
                                                size_t index,
                                                const char **name);
 
-// The module's memory: `*size` bytes from `*start`.
+// The module's code: `*size` bytes from `*start`.
 //
 // # Safety
 // `module` is NULL or live; `start` and `size` are writable.
@@ -184,7 +185,8 @@ enum elfjit_status elfjit_module_region(const struct elfjit_module *module,
                                         const void **start,
                                         size_t *size);
 
-// Frees a module and unmaps its memory. NULL is ignored.
+// Frees a module and gives its memory back to the code arena (which reuses it for later
+// modules). NULL is ignored.
 //
 // # Safety
 // `module` is NULL or a live module from a load, that no thread uses any more (nor

@@ -108,7 +108,8 @@ pub struct elfjit_object {
 }
 
 /// Linked code and data in this process, callable by symbol. Free with
-/// `elfjit_module_free`, which unmaps it: no address from it may be used afterwards.
+/// `elfjit_module_free`, which gives its memory back to the code arena: no address from
+/// it may be used afterwards.
 pub struct elfjit_module {
     module: Module,
     /// The function names as C strings, owned here so the pointers handed out live as
@@ -381,8 +382,8 @@ unsafe fn free_handle<T>(handle: *mut T) {
     });
 }
 
-/// Links one relocatable ELF object for the host into fresh memory (code never writable
-/// and executable at once), resolving undefined symbols in the process. On success
+/// Links one relocatable ELF object for the host into the process-wide code arena (code
+/// never writable and executable at once), resolving undefined symbols in the process. On success
 /// `*module` is a new module to free with `elfjit_module_free`. The bytes are only read
 /// during the call.
 ///
@@ -533,7 +534,7 @@ pub unsafe extern "C" fn elfjit_module_function_name(
     })
 }
 
-/// The module's memory: `*size` bytes from `*start`.
+/// The module's code: `*size` bytes from `*start`.
 ///
 /// # Safety
 /// `module` is NULL or live; `start` and `size` are writable.
@@ -555,7 +556,8 @@ pub unsafe extern "C" fn elfjit_module_region(
     })
 }
 
-/// Frees a module and unmaps its memory. NULL is ignored.
+/// Frees a module and gives its memory back to the code arena (which reuses it for later
+/// modules). NULL is ignored.
 ///
 /// # Safety
 /// `module` is NULL or a live module from a load, that no thread uses any more (nor

@@ -150,19 +150,24 @@ fn buffers_are_typed_bounded_and_printed_lazily() {
         .env("ELFJIT_CACHE_DIR", &cache));
     assert!(warm.status.success(), "{}", stderr(&warm));
     // 4 Mi u8 elements: 4 MiB as bytes; 64 MiB as 16-byte values and tens of MiB more
-    // as text, which a 100 MB address space cannot hold.
-    let o = run(std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 100000; \"$0\" run \"$1\" --arg 'u8[4194304]' --cache --json | wc -c")
-        .arg(env!("CARGO_BIN_EXE_elfjit"))
-        .arg(&src)
-        .env("ELFJIT_CACHE_DIR", &cache));
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
-    // {"target": ..., "args": [[7, 0, 0, ...]], ...}: the element text is fixed.
-    let want = ("7".len() + (4194304 - 1) * ", 0".len()) as u64;
-    let bytes: u64 = stdout(&o).trim().parse().unwrap();
-    assert!(bytes > want && bytes < want + 400, "{bytes} bytes of JSON");
+    // as text, which a 100 MB address space cannot hold. Not with the dlopen-fallback:
+    // it links every load with `clang -shared` (a cached object included), and clang
+    // cannot map libLLVM in 100 MB; the buffer code under test is the same in both
+    // builds and is checked by the default run.
+    if !cfg!(feature = "dlopen-fallback") {
+        let o = run(std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 100000; \"$0\" run \"$1\" --arg 'u8[4194304]' --cache --json | wc -c")
+            .arg(env!("CARGO_BIN_EXE_elfjit"))
+            .arg(&src)
+            .env("ELFJIT_CACHE_DIR", &cache));
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+        // {"target": ..., "args": [[7, 0, 0, ...]], ...}: the element text is fixed.
+        let want = ("7".len() + (4194304 - 1) * ", 0".len()) as u64;
+        let bytes: u64 = stdout(&o).trim().parse().unwrap();
+        assert!(bytes > want && bytes < want + 400, "{bytes} bytes of JSON");
+    }
     // Two 2 GiB buffers: over the total cap, refused before anything is allocated.
     let big = s.write(
         "d.c",

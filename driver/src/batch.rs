@@ -29,6 +29,7 @@ use crate::clang::{CompileOptions, Compiler, Lang};
 use crate::error::{Error, Result};
 use crate::module::Module;
 use crate::parallel::{compile_sources, worker_count, ParallelOptions};
+use elfjit_os::Arena;
 use std::num::NonZeroUsize;
 
 /// C kernels to compile as one translation unit. Each has a name: the function it
@@ -149,9 +150,15 @@ impl Batch {
     }
 
     /// Links a batch object (from [`Batch::compile`]) into memory and checks that every
-    /// kernel's function is there: then `module.symbol(name)` finds each.
+    /// kernel's function is there: then `module.symbol(name)` finds each. The batch is one
+    /// image, published once (one protection change per class, one cache flush).
     pub fn load(&self, object: &[u8]) -> Result<Module> {
         self.check_loaded(Module::load(object)?)
+    }
+
+    /// [`Batch::load`] into `arena` instead of the process-wide one.
+    pub fn load_in(&self, arena: &Arena, object: &[u8]) -> Result<Module> {
+        self.check_loaded(Module::load_in(arena, object)?)
     }
 
     /// Compile and load: one clang run, one image.

@@ -39,6 +39,9 @@ pub enum Error {
     Link(elfjit_core::Error),
     /// The OS refused memory (mmap/mprotect).
     Memory(String),
+    /// The code arena could not provide or publish memory: what ran out (the arena's
+    /// limit, the address space, the map count), the size asked for and the limit.
+    Arena(elfjit_os::ArenaError),
     /// Telling a profiler, debugger or unwinder about a module failed (`ELFJIT_PERF`,
     /// `ELFJIT_GDB`, [`elfjit_observe::enable`]).
     Observe(elfjit_observe::Error),
@@ -98,6 +101,7 @@ impl fmt::Display for Error {
             Error::Link(elfjit_core::Error::Backend(b)) => backend(f, b),
             Error::Link(e) => write!(f, "{e}"),
             Error::Memory(m) => write!(f, "memory: {m}"),
+            Error::Arena(e) => write!(f, "{e}"),
             Error::Observe(e) => write!(f, "{e}"),
             Error::UnknownEntry { name, available } => write!(
                 f,
@@ -145,6 +149,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Arena(e) => Some(e),
             Error::Observe(e) => Some(e),
             _ => None,
         }

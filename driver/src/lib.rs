@@ -55,6 +55,7 @@ pub mod parallel;
 pub mod private_dir;
 pub mod run;
 pub mod symbol;
+mod symbols;
 
 pub use args::{ArgKind, ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 pub use batch::Batch;

@@ -1,32 +1,35 @@
-//! A loaded image: object bytes linked into fresh memory in this process, callable by
-//! symbol name. The memory belongs to the [`Module`] and is unmapped when it is dropped.
+//! A loaded image: object bytes linked into code memory of this process, callable by
+//! symbol name. The memory comes from an [`Arena`] (the process-wide page-granular one,
+//! [`Arena::process`], unless the caller names another) and goes back to it when the
+//! [`Module`] is dropped; a module keeps its arena alive.
 //!
 //! With the `dlopen-fallback` feature the same API links the objects into a shared
 //! library with `clang -shared` and opens it with `dlopen` instead (see `fallback.rs`).
 
 use crate::error::{Error, Result};
 use crate::symbol::{Symbol, SymbolType};
-use elfjit_core::{Arch, Plan, SymbolResolver};
-use elfjit_os::{MmapBackend, ProcessResolver};
-use std::collections::HashMap;
+use crate::symbols::{Symbols, SymbolsBuilder};
+use elfjit_core::{Arch, Plan, SegmentKind, SymbolResolver};
+use elfjit_os::{Arena, ArenaBackend, ProcessResolver};
 
-/// Linked code and data in memory owned by this value; unmapped on drop.
+/// Linked code and data in memory owned by this value; given back to its arena on drop.
 pub struct Module {
     arch: Arch,
     // What profilers, debuggers and the unwinder were told (see `elfjit_observe`); declared
-    // before `memory` so that it is unregistered before the memory is unmapped.
+    // before `memory` so that it is unregistered before the memory goes back to the arena.
     observed: Option<elfjit_observe::Registration>,
-    // Kept alive for the addresses below; dropping it unmaps the image.
+    // Kept alive for the addresses below; dropping it frees the image.
     memory: Backing,
-    symbols: HashMap<String, u64>,
-    functions: Vec<String>,
+    symbols: Symbols,
 }
 
-/// What holds a module's code and data.
+/// What holds a module's code and data. (The arena variant is the large one and the one
+/// nearly every module uses: boxing it would cost an allocation per load.)
+#[cfg_attr(feature = "dlopen-fallback", allow(clippy::large_enum_variant))]
 enum Backing {
-    /// The in-memory loader's mapping.
+    /// The in-memory loader's memory, from an arena (kept alive by it).
     #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
-    Mapped(MmapBackend),
+    Arena(ArenaBackend),
     /// A shared library opened with dlopen, and its address range.
     #[cfg(feature = "dlopen-fallback")]
     Library(#[allow(dead_code)] libloading::Library, (usize, usize)),
@@ -49,10 +52,16 @@ impl SymbolResolver for Chain<'_> {
 }
 
 impl Module {
-    /// Links one relocatable object for the host into fresh memory, resolving external
-    /// symbols through the process (dlsym) and the Rust runtime's compiler-rt builtins.
+    /// Links one relocatable object for the host into the process-wide arena, resolving
+    /// external symbols through the process (dlsym) and the Rust runtime's compiler-rt
+    /// builtins.
     pub fn load(object: &[u8]) -> Result<Module> {
-        Module::load_objects(&[object], &mut |_| None)
+        Module::load_in(Arena::process(), object)
+    }
+
+    /// [`Module::load`] into `arena` (for example a packed one, [`Arena::packed`]).
+    pub fn load_in(arena: &Arena, object: &[u8]) -> Result<Module> {
+        Module::load_objects_in(arena, &[object], &mut |_| None)
     }
 
     /// Links several objects into one image (symbols resolve across them), consulting
@@ -61,68 +70,112 @@ impl Module {
         objects: &[&[u8]],
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
     ) -> Result<Module> {
-        let host = Arch::host().ok_or_else(|| {
-            Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH))
-        })?;
-        let memory = MmapBackend::new();
+        Module::load_objects_in(Arena::process(), objects, resolver)
+    }
+
+    /// [`Module::load_objects`] into `arena`.
+    pub fn load_objects_in(
+        arena: &Arena,
+        objects: &[&[u8]],
+        resolver: &mut dyn FnMut(&str) -> Option<u64>,
+    ) -> Result<Module> {
         // The plan's tables are on the heap, sized to the objects: a load needs little
         // stack (a few hundred bytes for the plan itself).
-        let plan = Plan::new(objects, memory.page_size())?;
-        if plan.arch() != host {
-            return Err(Error::Unsupported(format!(
-                "the object is for {}, but this host is {host}; load it on {0} or run it with \
-                 `elfjit run --target {0}`",
-                plan.arch()
-            )));
-        }
+        let plan = Plan::new(objects, arena.page_size() as u64)?;
+        let host = host_arch()?;
+        check_arch(&plan, host)?;
         #[cfg(feature = "dlopen-fallback")]
         {
+            let _ = arena;
             let loaded = crate::fallback::load(&plan, host, objects, resolver)?;
             Ok(Module {
                 arch: host,
                 // The dynamic linker tells debuggers and the unwinder about the library.
                 observed: None,
                 memory: Backing::Library(loaded.library, loaded.region),
-                symbols: loaded.symbols,
-                functions: loaded.functions,
+                symbols: Symbols::from_map(loaded.symbols, loaded.functions),
             })
         }
         #[cfg(not(feature = "dlopen-fallback"))]
-        Module::link_in_memory(host, objects, &plan, memory, resolver)
+        {
+            let mut memory = arena.backend();
+            // Linking publishes a module of its own (not a batch member) before it returns.
+            let linked = link(objects, &plan, &mut memory, resolver)?;
+            Module::published(host, memory, linked)
+        }
     }
 
-    /// The in-memory loader: `plan` linked into `memory`.
-    #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
-    fn link_in_memory(
-        host: Arch,
+    /// Links each object as a module of its own (each freed on its own), all into `arena`
+    /// and published together: with a page-granular arena, two `mprotect`s per protection
+    /// class (code, read-only data) for all of them, where loading them one by one costs
+    /// four per module. If any fails, none is loaded and the arena is as it was.
+    pub fn load_each_in(
+        arena: &Arena,
         objects: &[&[u8]],
-        plan: &Plan<'_>,
-        mut memory: MmapBackend,
         resolver: &mut dyn FnMut(&str) -> Option<u64>,
-    ) -> Result<Module> {
-        let image = plan.link(&mut memory, &mut Chain { first: resolver })?;
-        // With every observer off and no .eh_frame this is one atomic load.
-        // SAFETY: `memory` holds the image and is kept in the module, which drops the
-        // registration first (field order).
-        let observed = unsafe { elfjit_observe::observe_image("module", objects, &image)? };
-        let mut symbols = HashMap::new();
-        let mut functions = Vec::new();
-        for global in image.globals() {
-            let Ok(name) = std::str::from_utf8(global.name) else {
-                continue;
-            };
-            if global.is_function {
-                functions.push(name.to_string());
-            }
-            symbols.entry(name.to_string()).or_insert(global.address);
+    ) -> Result<Vec<Module>> {
+        #[cfg(feature = "dlopen-fallback")]
+        {
+            objects
+                .iter()
+                .map(|o| Module::load_objects_in(arena, &[o], resolver))
+                .collect()
         }
+        #[cfg(not(feature = "dlopen-fallback"))]
+        {
+            let plans = objects
+                .iter()
+                .map(|object| Plan::new(std::slice::from_ref(object), arena.page_size() as u64))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let host = host_arch()?;
+            for plan in &plans {
+                check_arch(plan, host)?;
+            }
+            let layouts: Vec<_> = plans.iter().map(Plan::layout).collect();
+            let mut backends = arena.allocate_batch(&layouts).map_err(Error::Arena)?;
+            let mut linked = Vec::with_capacity(plans.len());
+            for ((plan, memory), object) in plans.iter().zip(backends.iter_mut()).zip(objects) {
+                linked.push(link(std::slice::from_ref(object), plan, memory, resolver)?);
+            }
+            ArenaBackend::publish_all(&mut backends).map_err(Error::Arena)?;
+            // Observed only now that the batch is runnable; if one registration fails, the
+            // modules made so far drop (registrations first) with the rest of the batch.
+            backends
+                .into_iter()
+                .zip(linked)
+                .map(|(memory, linked)| Module::published(host, memory, linked))
+                .collect()
+        }
+    }
+
+    /// A module of `memory`, published, told to the observers (perf map, jitdump, GDB,
+    /// unwinder) that are on. Every load registers anew, so a module in a range the arena
+    /// reuses gets its own perf-map line and jitdump record.
+    #[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+    fn published(host: Arch, memory: ArenaBackend, linked: Linked<'_>) -> Result<Module> {
+        let observed = match &linked.observe {
+            // SAFETY: `memory` is published (its code and data mapped readable, no longer
+            // written: the arena writes a range again only after it is given back, on the
+            // backend's drop) and is kept in the module, which drops the registration first
+            // (field order).
+            Some(description) => Some(unsafe { elfjit_observe::publish(description)? }),
+            None => None,
+        };
         Ok(Module {
             arch: host,
             observed,
-            memory: Backing::Mapped(memory),
-            symbols,
-            functions,
+            memory: Backing::Arena(memory),
+            symbols: linked.symbols,
         })
+    }
+
+    /// The arena holding the module (`None` for a dlopen-fallback module).
+    pub fn arena(&self) -> Option<&Arena> {
+        match &self.memory {
+            Backing::Arena(memory) => Some(memory.arena()),
+            #[cfg(feature = "dlopen-fallback")]
+            Backing::Library(..) => None,
+        }
     }
 
     /// What profilers, debuggers and the unwinder were told about this module, if any
@@ -138,7 +191,7 @@ impl Module {
 
     /// The executable address of a defined global symbol.
     pub fn symbol(&self, name: &str) -> Option<*const u8> {
-        self.symbols.get(name).map(|&a| a as usize as *const u8)
+        self.symbols.get(name).map(|a| a as usize as *const u8)
     }
 
     /// The defined global symbol `name` as a `T` (an `unsafe extern "C" fn` type for a
@@ -149,9 +202,9 @@ impl Module {
     pub fn get<T: SymbolType>(&self, name: &str) -> Result<Symbol<'_, T>> {
         let unknown = || Error::UnknownEntry {
             name: name.to_string(),
-            available: self.functions.clone(),
+            available: self.functions().to_vec(),
         };
-        if T::IS_FUNCTION && !self.functions.iter().any(|f| f == name) {
+        if T::IS_FUNCTION && !self.functions().iter().any(|f| f == name) {
             return Err(unknown());
         }
         match self.symbol(name) {
@@ -163,17 +216,75 @@ impl Module {
 
     /// The names of the global functions the module defines, in symbol-table order.
     pub fn functions(&self) -> &[String] {
-        &self.functions
+        self.symbols.functions()
     }
 
-    /// The mapping's address and length.
+    /// Where the module's code lies: its code segment's address and length (the shared
+    /// library's mapping with dlopen-fallback); `(0, 0)` if it has no code.
     pub fn region(&self) -> (usize, usize) {
         match &self.memory {
-            Backing::Mapped(memory) => memory.region().unwrap_or((0, 0)),
+            Backing::Arena(memory) => memory.segment(SegmentKind::Code).unwrap_or((0, 0)),
             #[cfg(feature = "dlopen-fallback")]
             Backing::Library(_, region) => *region,
         }
     }
+}
+
+/// The architecture this process runs on, if elfjit links for it.
+fn host_arch() -> Result<Arch> {
+    Arch::host()
+        .ok_or_else(|| Error::Unsupported(format!("host architecture {}", std::env::consts::ARCH)))
+}
+
+/// An error unless `plan` is for `host`.
+fn check_arch(plan: &Plan<'_>, host: Arch) -> Result<()> {
+    if plan.arch() != host {
+        return Err(Error::Unsupported(format!(
+            "the object is for {}, but this host is {host}; load it on {0} or run it with \
+             `elfjit run --target {0}`",
+            plan.arch()
+        )));
+    }
+    Ok(())
+}
+
+/// What linking a module yields for [`Module::published`].
+#[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+struct Linked<'o> {
+    symbols: Symbols,
+    /// What to tell the observers once the memory is published (`None`: nothing is on and
+    /// there is no `.eh_frame`; one atomic load).
+    observe: Option<elfjit_observe::Published<'o>>,
+}
+
+/// The in-memory loader: `plan` (of `objects`) linked into `memory`; returns the global
+/// symbols and what to tell the observers. An arena failure is reported in full (what ran
+/// out, the size asked for, the limit).
+#[cfg_attr(feature = "dlopen-fallback", allow(dead_code))]
+fn link<'o>(
+    objects: &[&'o [u8]],
+    plan: &Plan<'_>,
+    memory: &mut ArenaBackend,
+    resolver: &mut dyn FnMut(&str) -> Option<u64>,
+) -> Result<Linked<'o>> {
+    let image = match plan.link(memory, &mut Chain { first: resolver }) {
+        Ok(image) => image,
+        Err(e @ elfjit_core::Error::Backend(_)) => {
+            return Err(memory.error().copied().map_or(Error::Link(e), Error::Arena))
+        }
+        Err(e) => return Err(Error::Link(e)),
+    };
+    let mut symbols = SymbolsBuilder::with_capacity(16, 256);
+    for global in image.globals() {
+        if let Ok(name) = std::str::from_utf8(global.name) {
+            symbols.push(name, global.address, global.is_function);
+        }
+    }
+    let observe = elfjit_observe::describe_image("module", objects, &image)?;
+    Ok(Linked {
+        symbols: symbols.finish(),
+        observe,
+    })
 }
 
 #[cfg(test)]

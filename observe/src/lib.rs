@@ -377,12 +377,26 @@ pub unsafe fn observe_image(
     objects: &[&[u8]],
     image: &elfjit_core::Image<'_, '_>,
 ) -> Result<Option<Registration>, Error> {
+    let Some(published) = describe_image(name, objects, image)? else {
+        return Ok(None);
+    };
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { publish(&published) }.map(Some)
+}
+
+/// What [`observe_image`] would publish for `image`, or `None` behind the same gate (no
+/// feature on, no `.eh_frame` loaded). For a loader that makes the memory runnable after
+/// the image is gone (a batch published at once): describe each image as it is linked,
+/// then [`publish`] each description once its memory is published.
+pub fn describe_image<'a>(
+    name: &'a str,
+    objects: &[&'a [u8]],
+    image: &elfjit_core::Image<'_, '_>,
+) -> Result<Option<Published<'a>>, Error> {
     if features()?.is_empty() && !has_eh_frame(image) {
         return Ok(None);
     }
-    let published = Published::from_image(name, objects, image);
-    // SAFETY: the caller's guarantee, passed on.
-    unsafe { publish(&published) }.map(Some)
+    Ok(Some(Published::from_image(name, objects, image)))
 }
 
 /// Whether the image loaded an `.eh_frame` section.

@@ -88,8 +88,8 @@ fn raise(failure: Failure) -> PyErr {
     }
 }
 
-/// Linked code and data in this process. The memory is unmapped when the object is
-/// garbage-collected: keep it alive while any address from it may be called.
+/// Linked code and data in this process. The memory goes back to the code arena when the
+/// object is garbage-collected: keep it alive while any address from it may be called.
 #[pyclass(frozen, module = "elfjit", name = "Module")]
 struct Module {
     module: LoadedModule,
@@ -109,7 +109,7 @@ impl Module {
         self.module.functions().to_vec()
     }
 
-    /// The module's memory as `(address, length)`.
+    /// The module's code as `(address, length)`.
     #[getter]
     fn region(&self) -> (usize, usize) {
         self.module.region()
@@ -230,7 +230,8 @@ fn buffer_slice(buffer: &PyUntypedBuffer) -> &[u8] {
     unsafe { std::slice::from_raw_parts(buffer.buf_ptr().cast::<u8>(), length) }
 }
 
-/// Links ELF objects for this host into fresh memory and returns the `Module`.
+/// Links ELF objects for this host into the process-wide code arena and returns the
+/// `Module`.
 ///
 /// `objects` is one bytes-like object (bytes, bytearray, memoryview, a uint8 numpy array,
 /// mmap, ...) or a sequence of them; they are read in place through the buffer protocol.

@@ -35,8 +35,8 @@ class InternalError(Error):
     """A bug in elfjit; please report the message."""
 
 class Module:
-    """Linked code and data in this process, unmapped when garbage-collected: keep it
-    alive while any address from it may be called."""
+    """Linked code and data in this process, given back to the code arena when
+    garbage-collected: keep it alive while any address from it may be called."""
 
     def address(self, name: str) -> int:
         """The address of the global symbol `name` (function or data).
@@ -47,7 +47,7 @@ class Module:
         """The global functions the module defines, in symbol-table order."""
     @property
     def region(self) -> tuple[int, int]:
-        """The module's memory as (address, length)."""
+        """The module's code as (address, length)."""
     @property
     def arch(self) -> str:
         """The architecture the module was linked for ("x86_64", ...)."""
@@ -56,7 +56,7 @@ class Module:
 Resolver = Mapping[str, int] | Callable[[str], int | None]
 
 def load(objects: Buffer | Sequence[Buffer], resolver: Resolver | None = None) -> Module:
-    """Links ELF objects for this host into fresh memory.
+    """Links ELF objects for this host into the process-wide code arena.
 
     `objects` is one bytes-like object (bytes, bytearray, memoryview, a uint8 numpy
     array, mmap, ...) or a sequence of them, read in place through the buffer protocol.

@@ -1,0 +1,232 @@
+//! One chunk: a reservation of address space holding a region per protection class, close
+//! enough together that any module placed inside one chunk reaches all of its segments
+//! (x86_64 PC32 and riscv64/loongarch64 PC-relative pairs: ±2 GiB; aarch64 ADRP: ±4 GiB).
+//!
+//! Page-granular chunk, one private anonymous reservation:
+//!
+//! ```text
+//! [ code: r-x ][ read-only: r-- ][ data: rw- ]
+//! ```
+//!
+//! Free pages rest at their region's final protection, so a region is one mapping however
+//! many modules live in it; a module's pages are read/write only while it is written.
+//!
+//! Packed chunk, a memfd holding code and read-only data, mapped twice:
+//!
+//! ```text
+//! [ writer: code + read-only, rw- shared ][ code view: r-x ][ read-only view: r-- ][ data: rw- private ]
+//! ```
+//!
+//! Modules are written through the writer view and run from the other two, so nothing is
+//! ever protected after the chunk is made. Data is private anonymous memory: it needs no
+//! second view, and a forked child gets its own copy as with any private mapping. The
+//! writer view is not inherited by children (`MADV_DONTFORK`).
+
+use super::error::{classify, ArenaError};
+use super::pages::{PageRuns, Run};
+use super::slab::Slabs;
+use super::sys::{self, Prot};
+use super::Mode;
+use elfjit_core::SegmentKind;
+use std::os::fd::OwnedFd;
+
+/// Region starts are aligned at least this much (segments aligned more force a chunk of
+/// their own alignment).
+pub(crate) const REGION_ALIGN: usize = 2 << 20;
+
+/// One protection class's region of a chunk.
+#[derive(Debug)]
+pub(crate) struct Region {
+    /// Where its bytes are written.
+    pub writer: usize,
+    /// Where they run (equal to `writer` except for a packed chunk's code and read-only
+    /// regions).
+    pub target: usize,
+    pub bytes: usize,
+    /// Backed by the memfd (released with `MADV_REMOVE` instead of `MADV_DONTNEED`).
+    pub shared: bool,
+    /// The protection free pages rest at (page-granular), and published pages end at.
+    pub rest: Prot,
+    pub runs: PageRuns,
+    pub slabs: Slabs,
+}
+
+/// A reservation and its three regions, indexed by `SegmentKind::index`.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    base: usize,
+    len: usize,
+    pub regions: [Region; 3],
+    /// Allocations (live or being loaded) with pieces here.
+    pub users: u64,
+    _memfd: Option<OwnedFd>,
+}
+
+fn final_prot(kind: SegmentKind) -> Prot {
+    match kind {
+        SegmentKind::Code => Prot::ReadExecute,
+        SegmentKind::ReadOnly => Prot::Read,
+        SegmentKind::Data => Prot::ReadWrite,
+    }
+}
+
+/// Reserves `len` bytes aligned to `align` (a power of two, at least a page).
+fn reserve_aligned(len: usize, align: usize) -> Result<usize, ArenaError> {
+    let total = len.checked_add(align).ok_or(ArenaError::BadRequest {
+        what: "chunk size overflows",
+        size: len as u64,
+    })?;
+    let raw =
+        sys::reserve(total).map_err(|e| classify("reserve address space", total as u64, e))?;
+    let start = raw.next_multiple_of(align);
+    let head = start - raw;
+    let tail = total - head - len;
+    // SAFETY: both trimmed ranges lie in the reservation just made, which nothing uses.
+    unsafe {
+        if head != 0 {
+            sys::unmap(raw, head);
+        }
+        if tail != 0 {
+            sys::unmap(start + len, tail);
+        }
+    }
+    Ok(start)
+}
+
+impl Chunk {
+    /// A chunk with `bytes[k]` bytes for class `k` (multiples of `align`, itself a multiple
+    /// of [`REGION_ALIGN`]).
+    pub fn new(
+        mode: Mode,
+        bytes: [usize; 3],
+        align: usize,
+        page: usize,
+    ) -> Result<Chunk, ArenaError> {
+        let [code, ro, data] = bytes;
+        let requested = (code + ro + data) as u64;
+        let len = match mode {
+            Mode::PageGranular => code + ro + data,
+            Mode::Packed => 2 * (code + ro) + data,
+        };
+        let base = reserve_aligned(len, align)?;
+        let mut chunk = Chunk {
+            base,
+            len,
+            regions: [
+                Region::new(base, base, code, page),
+                Region::new(base + code, base + code, ro, page),
+                Region::new(base + code + ro, base + code + ro, data, page),
+            ],
+            users: 0,
+            _memfd: None,
+        };
+        for kind in SegmentKind::ALL {
+            if let Some(region) = chunk.regions.get_mut(kind.index()) {
+                region.rest = final_prot(kind);
+            }
+        }
+        // On error, dropping `chunk` unmaps the whole reservation.
+        match mode {
+            Mode::PageGranular => {
+                let [code, ro, _] = &mut chunk.regions;
+                code.runs.set_dirty_last();
+                ro.runs.set_dirty_last();
+                for region in &chunk.regions {
+                    // SAFETY: each region lies in the reservation just made; nothing uses it.
+                    unsafe { sys::protect(region.writer, region.bytes, region.rest) }
+                        .map_err(|e| classify("protect a new chunk", requested, e))?;
+                }
+            }
+            Mode::Packed => {
+                let shared = code + ro;
+                let fd = sys::memfd(shared)
+                    .map_err(|(step, errno)| ArenaError::PackedUnavailable { step, errno })?;
+                let unavailable = |step| move |errno| ArenaError::PackedUnavailable { step, errno };
+                let exec = base + shared;
+                // SAFETY: the three views and the data region lie in the reservation just
+                // made (`2 * shared + data` bytes from `base`), which nothing uses.
+                unsafe {
+                    sys::map_file_at(base, shared, Prot::ReadWrite, &fd, 0)
+                        .map_err(unavailable("mmap of the writable view"))?;
+                    sys::advise(base, shared, libc::MADV_DONTFORK)
+                        .map_err(unavailable("madvise(MADV_DONTFORK) of the writable view"))?;
+                    sys::map_file_at(exec, code, Prot::ReadExecute, &fd, 0)
+                        .map_err(unavailable("mmap of the executable view"))?;
+                    sys::map_file_at(exec + code, ro, Prot::Read, &fd, code)
+                        .map_err(unavailable("mmap of the read-only view"))?;
+                    sys::protect(exec + shared, data, Prot::ReadWrite)
+                        .map_err(|e| classify("protect a new chunk", requested, e))?;
+                }
+                chunk._memfd = Some(fd);
+                let [c, r, d] = &mut chunk.regions;
+                c.target = exec;
+                c.shared = true;
+                r.writer = base + code;
+                r.target = exec + code;
+                r.shared = true;
+                d.writer = exec + shared;
+                d.target = exec + shared;
+            }
+        }
+        // Best effort: a huge page would commit 2 MiB for one small module's data.
+        // SAFETY: advice on our own reservation; it changes no contents.
+        let _ = unsafe { sys::advise(base, len, libc::MADV_NOHUGEPAGE) };
+        Ok(chunk)
+    }
+
+    /// The reservation's address and length.
+    pub fn span(&self) -> (usize, usize) {
+        (self.base, self.len)
+    }
+
+    /// Whether no page of the chunk is in use.
+    pub fn is_unused(&self) -> bool {
+        self.users == 0 && self.regions.iter().all(|r| r.runs.is_empty())
+    }
+}
+
+impl Region {
+    fn new(writer: usize, target: usize, bytes: usize, page: usize) -> Region {
+        Region {
+            writer,
+            target,
+            bytes,
+            shared: false,
+            rest: Prot::ReadWrite,
+            runs: PageRuns::new((bytes / page) as u32),
+            slabs: Slabs::new(),
+        }
+    }
+
+    /// Returns `run`'s pages to the OS: they read as zero afterwards.
+    ///
+    /// # Safety
+    /// The run lies in this region and nothing uses its pages.
+    pub unsafe fn release(&self, run: Run, page: usize) {
+        let addr = self.writer + run.start as usize * page;
+        let len = run.count as usize * page;
+        let advice = if self.shared {
+            libc::MADV_REMOVE
+        } else {
+            libc::MADV_DONTNEED
+        };
+        // SAFETY: the caller guarantees the run is ours and unused. Released pages are
+        // handed out as reading zero, so if the advice fails where the pages can be
+        // written (writer view, data), zero them instead; it cannot fail on a range we
+        // mapped short of a kernel bug.
+        if unsafe { sys::advise(addr, len, advice) }.is_err()
+            && (self.shared || self.rest == Prot::ReadWrite)
+        {
+            // SAFETY: as above; the pages are writable at `writer`.
+            unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len) };
+        }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: the reservation is ours; the arena drops a chunk only when no module
+        // uses it (the arena itself is gone, or the chunk was made for a load that failed).
+        unsafe { sys::unmap(self.base, self.len) };
+    }
+}

@@ -1,0 +1,1040 @@
+//! [`Arena`]: code memory that many modules share.
+//!
+//! An arena reserves address space in large chunks (`PROT_NONE`, `MAP_NORESERVE`: no pages,
+//! no commit charge) and splits each chunk into one region per protection class — code,
+//! read-only data, data — so that pages of one protection lie together and the kernel
+//! keeps each region as one mapping however many modules live in it. A module's three
+//! segments always come from one chunk, so they stay within reach of each other
+//! (x86_64 PC32 ±2 GiB, aarch64 ADRP ±4 GiB); the core range-checks every relocation anyway.
+//!
+//! Two ways to publish, chosen per arena ([`Mode`]); in neither is any mapping writable and
+//! executable at once:
+//!
+//! - **page-granular** (default): each segment of a module gets whole pages. Free pages
+//!   rest at their region's final protection; a module's pages are made read/write while
+//!   it is written and protected again when it is published. No page is shared between
+//!   modules, and no writable alias of code exists.
+//! - **packed** (opt-in, [`Arena::packed`]): small segments share pages (slabs of
+//!   16-byte-granular size classes). Code and read-only data live in a memfd mapped twice:
+//!   a read/write view that the loader writes, and read/execute and read-only views that
+//!   run. Publishing needs no `mprotect`. The price: a writable alias of the code exists
+//!   at another address of the process for as long as the arena lives (see SECURITY.md).
+//!
+//! Unloading gives a module's pages back for reuse. Runs of up to eight pages are kept
+//! resident in a pool bounded by [`ArenaConfig::retain`] (so a warm load touches pages
+//! that are already there); the rest are released to the OS with `madvise`, never
+//! unmapped. A module that fails halfway (an undefined symbol after allocation) leaves the
+//! arena as it was. Running out of the arena's limit, the address space or the map count
+//! is an [`ArenaError::Exhausted`] naming which, the size asked for and the limit.
+//!
+//! Publishing a batch ([`Arena::allocate_batch`] + [`ArenaBackend::publish_all`]) costs one
+//! `mprotect` per protection class that changes (code, read-only) and one pass of
+//! instruction-cache maintenance over exactly the code bytes written.
+//!
+//! Linux only: memfd, `MADV_REMOVE`, `/proc/self/maps`.
+
+mod backend;
+mod chunk;
+mod error;
+mod pages;
+mod probe;
+mod slab;
+mod sys;
+
+pub use backend::ArenaBackend;
+pub use error::{ArenaError, Resource};
+
+use chunk::{Chunk, Region, REGION_ALIGN};
+use elfjit_core::{Layout, SegmentKind};
+use pages::Run;
+use slab::Slot;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use sys::Prot;
+
+/// How an arena publishes modules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Whole pages per segment, protected in place when published.
+    PageGranular,
+    /// Small segments share pages; code is written through a second, writable view.
+    Packed,
+}
+
+/// How an arena is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArenaConfig {
+    pub mode: Mode,
+    /// Address space per protection class in each chunk, rounded up to 2 MiB; at most
+    /// 512 MiB so a chunk's regions stay within ±2 GiB of each other. Default 256 MiB;
+    /// a chunk the address space cannot hold (a low `RLIMIT_AS`) is halved, down to what
+    /// the module needs.
+    pub class_bytes: usize,
+    /// The most address space the arena reserves in all chunks. Default 64 GiB.
+    pub max_reserved: usize,
+    /// Bytes of freed pages kept resident for reuse instead of released. Default 4 MiB.
+    pub retain: usize,
+}
+
+impl ArenaConfig {
+    /// The defaults for `mode`.
+    pub const fn new(mode: Mode) -> ArenaConfig {
+        ArenaConfig {
+            mode,
+            class_bytes: 256 << 20,
+            max_reserved: 64 << 30,
+            retain: 4 << 20,
+        }
+    }
+}
+
+impl Default for ArenaConfig {
+    fn default() -> Self {
+        ArenaConfig::new(Mode::PageGranular)
+    }
+}
+
+/// What an arena holds now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArenaStats {
+    /// Chunks reserved.
+    pub chunks: usize,
+    /// Address space reserved by all chunks, in bytes.
+    pub reserved: u64,
+    /// Modules holding memory (published, or being loaded).
+    pub modules: u64,
+    /// Bytes those modules asked for (the sum of their segment sizes).
+    pub requested: u64,
+    /// Bytes they hold: whole pages (page-granular, large segments) or slots (packed).
+    pub held: u64,
+    /// Bytes of freed pages kept resident in the pool.
+    pub pooled: u64,
+    /// Bytes withheld for good because they could not be returned to their resting
+    /// protection (an `mprotect` failed); 0 unless the system is out of mappings.
+    pub quarantined: u64,
+    /// `mprotect` calls the arena has made so far (making chunks, writing, publishing).
+    pub protect_calls: u64,
+}
+
+/// Shared code memory; cheap to clone (a handle). Every [`ArenaBackend`] it hands out
+/// keeps it alive, so an arena lives as long as its last module.
+#[derive(Clone)]
+pub struct Arena {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: ArenaConfig,
+    page: usize,
+    fork_generation: u64,
+    state: Mutex<State>,
+    protect_calls: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    chunks: Vec<Chunk>,
+    stats: ArenaStats,
+}
+
+/// One segment's memory in an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Piece {
+    Empty,
+    Pages(Run),
+    Slot(Slot),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Placed {
+    piece: Piece,
+    /// Where the bytes are written and where they run.
+    writer: usize,
+    target: usize,
+    /// Bytes asked for, and bytes held (whole pages or the slot).
+    size: usize,
+    held: usize,
+}
+
+const EMPTY: Placed = Placed {
+    piece: Piece::Empty,
+    writer: 0,
+    target: 0,
+    size: 0,
+    held: 0,
+};
+
+impl Placed {
+    /// The whole pages this segment owns (`None` for a slot or nothing).
+    fn pages(&self, page: usize) -> Option<(usize, usize)> {
+        match self.piece {
+            Piece::Pages(run) => Some((self.writer, run.count as usize * page)),
+            _ => None,
+        }
+    }
+
+    /// Whether its memory may hold what an earlier user left.
+    fn stale(&self) -> bool {
+        match self.piece {
+            Piece::Empty => false,
+            Piece::Pages(run) => {
+                run.source != pages::Source::Fresh || !sys::released_pages_read_zero()
+            }
+            Piece::Slot(slot) => slot.stale || !sys::released_pages_read_zero(),
+        }
+    }
+
+    /// The pages to make writable before this segment is written (`None` if it is a slot
+    /// or came from the ready pool, which is writable already).
+    fn pages_to_open(&self, page: usize) -> Option<(usize, usize)> {
+        match self.piece {
+            Piece::Pages(run) if run.source == pages::Source::Ready => None,
+            _ => self.pages(page),
+        }
+    }
+}
+
+/// One module's memory: a segment per class, all in chunk `chunk`.
+#[derive(Debug)]
+struct Allocation {
+    chunk: usize,
+    segments: [Placed; 3],
+    /// The chunk was made for this allocation (dropped again if a failed load leaves it
+    /// unused).
+    created_chunk: bool,
+}
+
+impl Allocation {
+    fn segment(&self, kind: SegmentKind) -> &Placed {
+        self.segments.get(kind.index()).unwrap_or(&EMPTY)
+    }
+
+    /// Bytes its segments asked for.
+    fn requested(&self) -> u64 {
+        self.segments.iter().map(|s| s.size as u64).sum()
+    }
+}
+
+/// Bytes `allocations` asked for.
+fn requested(allocations: &[Allocation]) -> u64 {
+    allocations.iter().map(Allocation::requested).sum()
+}
+
+/// A segment request: bytes and alignment.
+type Request = (usize, usize);
+
+fn requests(layout: &Layout) -> Result<[Request; 3], ArenaError> {
+    let mut out = [(0, 1); 3];
+    for (slot, kind) in out.iter_mut().zip(SegmentKind::ALL) {
+        let r = layout.get(kind);
+        let align = r.align.max(1);
+        if !align.is_power_of_two() {
+            return Err(ArenaError::BadRequest {
+                what: "segment alignment is not a power of two",
+                size: r.size,
+            });
+        }
+        let size = usize::try_from(r.size).map_err(|_| ArenaError::BadRequest {
+            what: "segment larger than the address space",
+            size: r.size,
+        })?;
+        let align = usize::try_from(align).map_err(|_| ArenaError::BadRequest {
+            what: "segment alignment larger than the address space",
+            size: r.size,
+        })?;
+        *slot = (size, align);
+    }
+    Ok(out)
+}
+
+fn total(requests: &[Request; 3]) -> u64 {
+    requests.iter().map(|&(s, _)| s as u64).sum()
+}
+
+/// Sorts `ranges` and merges those that touch, for one system call per contiguous run.
+fn coalesce(ranges: &mut Vec<(usize, usize)>) {
+    ranges.retain(|&(_, len)| len != 0);
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for &(start, len) in ranges.iter() {
+        match merged.last_mut() {
+            Some((s, l)) if *s + *l == start => *l += len,
+            _ => merged.push((start, len)),
+        }
+    }
+    *ranges = merged;
+}
+
+impl Arena {
+    /// A page-granular arena with the default sizes. Reserves nothing until the first
+    /// module is loaded.
+    pub fn new() -> Arena {
+        Arena::build(ArenaConfig::default())
+    }
+
+    /// A packed arena with the default sizes; fails with
+    /// [`ArenaError::PackedUnavailable`] where an executable memfd cannot be mapped twice
+    /// (no memfd, `vm.memfd_noexec`, a policy refusing executable shared mappings) or where
+    /// code rewritten through the writable view does not run (qemu-user).
+    pub fn packed() -> Result<Arena, ArenaError> {
+        Arena::with_config(ArenaConfig::new(Mode::Packed))
+    }
+
+    /// An arena sized by `config`. A packed arena checks at once that its memory can be
+    /// mapped and that code rewritten through the writable view runs (one small probe
+    /// chunk, unmapped again).
+    pub fn with_config(config: ArenaConfig) -> Result<Arena, ArenaError> {
+        if config.class_bytes == 0 || config.class_bytes > 512 << 20 {
+            return Err(ArenaError::BadRequest {
+                what: "class_bytes must be between 1 byte and 512 MiB",
+                size: config.class_bytes as u64,
+            });
+        }
+        let arena = Arena::build(config);
+        if config.mode == Mode::Packed {
+            let size = [REGION_ALIGN; 3];
+            let probe = Chunk::new(Mode::Packed, size, REGION_ALIGN, arena.shared.page)?;
+            probe::check_aliased_code(&probe)?;
+        }
+        Ok(arena)
+    }
+
+    fn build(mut config: ArenaConfig) -> Arena {
+        config.class_bytes = config.class_bytes.next_multiple_of(REGION_ALIGN);
+        Arena {
+            shared: Arc::new(Shared {
+                config,
+                page: sys::page_size(),
+                fork_generation: sys::fork_generation(),
+                state: Mutex::new(State::default()),
+                protect_calls: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The arena `elfjit` loads into when no other is named: page-granular, made on first
+    /// use, alive for the whole process.
+    pub fn process() -> &'static Arena {
+        static PROCESS: OnceLock<Arena> = OnceLock::new();
+        PROCESS.get_or_init(Arena::new)
+    }
+
+    /// How this arena publishes.
+    pub fn mode(&self) -> Mode {
+        self.shared.config.mode
+    }
+
+    /// Its configuration (with `class_bytes` rounded up).
+    pub fn config(&self) -> ArenaConfig {
+        self.shared.config
+    }
+
+    /// The page size segments are rounded to.
+    pub fn page_size(&self) -> usize {
+        self.shared.page
+    }
+
+    /// A backend for one module: pass it to [`elfjit_core::Plan::link_in`]. Its `publish`
+    /// protects and flushes at once; the memory is the arena's again when it is dropped.
+    pub fn backend(&self) -> ArenaBackend {
+        ArenaBackend::new(self.clone(), None)
+    }
+
+    /// Memory for several modules at once, one backend per layout (in order): page-granular
+    /// segments of a class lie in one contiguous run, so that
+    /// [`ArenaBackend::publish_all`] protects each class with one `mprotect`. Each backend's
+    /// `publish` (called by `link`) only ends writing; `publish_all` makes them runnable.
+    /// Each module is still freed on its own.
+    pub fn allocate_batch(&self, layouts: &[Layout]) -> Result<Vec<ArenaBackend>, ArenaError> {
+        let allocations = self.shared.allocate_batch(layouts)?;
+        Ok(allocations
+            .into_iter()
+            .zip(layouts)
+            .map(|(a, layout)| ArenaBackend::new(self.clone(), Some((a, *layout))))
+            .collect())
+    }
+
+    /// What the arena holds now.
+    pub fn stats(&self) -> ArenaStats {
+        ArenaStats {
+            protect_calls: self.shared.protect_calls.load(Ordering::Relaxed),
+            ..self.shared.lock().stats
+        }
+    }
+
+    /// The address ranges of its chunks (for counting mappings in `/proc/self/maps`).
+    pub fn regions(&self) -> Vec<(usize, usize)> {
+        self.shared.lock().chunks.iter().map(Chunk::span).collect()
+    }
+
+    fn same(&self, other: &Arena) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl Default for Arena {
+    fn default() -> Self {
+        Arena::new()
+    }
+}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("config", &self.shared.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the tables half-updated in a way that
+        // hands out memory twice (each step completes before the next), so keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `mprotect` on memory this arena owns, counted.
+    ///
+    /// # Safety
+    /// As [`sys::protect`].
+    unsafe fn protect(&self, addr: usize, len: usize, prot: Prot) -> Result<(), i32> {
+        self.protect_calls.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller upholds `sys::protect`'s contract.
+        unsafe { sys::protect(addr, len, prot) }
+    }
+
+    fn forked(&self) -> bool {
+        self.config.mode == Mode::Packed && sys::fork_generation() != self.fork_generation
+    }
+
+    /// Memory for one module, ready to write.
+    fn allocate(&self, layout: &Layout) -> Result<Allocation, ArenaError> {
+        let reqs = requests(layout)?;
+        if self.forked() {
+            return Err(ArenaError::UsedAfterFork);
+        }
+        if total(&reqs) == 0 {
+            // Nothing to hold: no chunk, nothing to give back.
+            return Ok(Allocation {
+                chunk: usize::MAX,
+                segments: [EMPTY; 3],
+                created_chunk: false,
+            });
+        }
+        let mut allocation = {
+            let mut state = self.lock();
+            self.place(&mut state, &reqs)?
+        };
+        if let Err(e) = self.prepare(std::slice::from_mut(&mut allocation)) {
+            self.give_back(allocation, true);
+            return Err(e);
+        }
+        Ok(allocation)
+    }
+
+    /// Places one module (under the lock): the newest chunk with room, or a new chunk.
+    fn place(&self, state: &mut State, reqs: &[Request; 3]) -> Result<Allocation, ArenaError> {
+        let page = self.page;
+        let mode = self.config.mode;
+        for index in (0..state.chunks.len()).rev() {
+            let Some(chunk) = state.chunks.get_mut(index) else {
+                continue;
+            };
+            if let Some(segments) = place_in(chunk, mode, page, reqs) {
+                return Ok(self.account(state, index, segments, false));
+            }
+        }
+        let index = self.add_chunk(state, reqs)?;
+        let chunk = state.chunks.get_mut(index).ok_or(ArenaError::BadRequest {
+            what: "chunk vanished",
+            size: total(reqs),
+        })?;
+        let segments = place_in(chunk, mode, page, reqs).ok_or(ArenaError::BadRequest {
+            what: "a module larger than the chunk made for it",
+            size: total(reqs),
+        })?;
+        Ok(self.account(state, index, segments, true))
+    }
+
+    /// Records a placed allocation in the statistics.
+    fn account(
+        &self,
+        state: &mut State,
+        chunk: usize,
+        segments: [Placed; 3],
+        created_chunk: bool,
+    ) -> Allocation {
+        let stats = &mut state.stats;
+        stats.modules += 1;
+        stats.requested += segments.iter().map(|s| s.size as u64).sum::<u64>();
+        stats.held += segments.iter().map(|s| s.held as u64).sum::<u64>();
+        stats.pooled = state
+            .chunks
+            .iter()
+            .map(|c| pooled_bytes(c, self.page))
+            .sum();
+        if let Some(c) = state.chunks.get_mut(chunk) {
+            c.users += 1;
+        }
+        Allocation {
+            chunk,
+            segments,
+            created_chunk,
+        }
+    }
+
+    /// Reserves a chunk big and aligned enough for `reqs`; returns its index.
+    fn add_chunk(&self, state: &mut State, reqs: &[Request; 3]) -> Result<usize, ArenaError> {
+        let align = reqs.iter().map(|&(_, a)| a).fold(REGION_ALIGN, usize::max);
+        let mut need = [0usize; 3];
+        for (n, &(size, a)) in need.iter_mut().zip(reqs) {
+            *n = size
+                .checked_next_multiple_of(self.page)
+                .and_then(|s| s.checked_add(a))
+                .and_then(|s| s.checked_next_multiple_of(align))
+                .ok_or(ArenaError::BadRequest {
+                    what: "segment size overflows",
+                    size: size as u64,
+                })?;
+        }
+        // The configured size first; where the address space cannot hold it (a low
+        // RLIMIT_AS), half of it, and so on down to what this request needs.
+        let mut class = self.config.class_bytes.next_multiple_of(align);
+        loop {
+            let bytes = need.map(|n| n.max(class));
+            match self.add_chunk_of(state, reqs, bytes, align) {
+                Err(ArenaError::Exhausted {
+                    resource: Resource::AddressSpace,
+                    ..
+                }) if class > align && need.iter().any(|&n| n < class) => {
+                    class = (class / 2).next_multiple_of(align);
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Reserves a chunk of `bytes` per class, aligned to `align`, for `reqs`.
+    fn add_chunk_of(
+        &self,
+        state: &mut State,
+        reqs: &[Request; 3],
+        bytes: [usize; 3],
+        align: usize,
+    ) -> Result<usize, ArenaError> {
+        let len = match self.config.mode {
+            Mode::PageGranular => bytes.iter().sum::<usize>(),
+            Mode::Packed => 2 * (bytes[0] + bytes[1]) + bytes[2],
+        };
+        let reserved = state.stats.reserved.saturating_add(len as u64);
+        if reserved > self.config.max_reserved as u64 {
+            return Err(ArenaError::Exhausted {
+                resource: Resource::ArenaLimit,
+                requested: total(reqs),
+                reserving: len as u64,
+                limit: self.config.max_reserved as u64,
+                errno: 0,
+            });
+        }
+        let chunk = Chunk::new(self.config.mode, bytes, align, self.page)
+            .map_err(|e| e.for_request(total(reqs)))?;
+        let protects = match self.config.mode {
+            Mode::PageGranular => 3,
+            Mode::Packed => 1,
+        };
+        self.protect_calls.fetch_add(protects, Ordering::Relaxed);
+        state.stats.reserved = reserved;
+        state.stats.chunks += 1;
+        state.chunks.push(chunk);
+        Ok(state.chunks.len() - 1)
+    }
+
+    /// Memory for several modules, page-granular classes each in one contiguous run.
+    fn allocate_batch(&self, layouts: &[Layout]) -> Result<Vec<Allocation>, ArenaError> {
+        let reqs = layouts
+            .iter()
+            .map(requests)
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.forked() {
+            return Err(ArenaError::UsedAfterFork);
+        }
+        let mut allocations = Vec::with_capacity(reqs.len());
+        let placed = {
+            let mut state = self.lock();
+            match self.config.mode {
+                // Packed modules need no protection change: placed one by one.
+                Mode::Packed => reqs.iter().try_for_each(|r| {
+                    allocations.push(self.place(&mut state, r)?);
+                    Ok(())
+                }),
+                Mode::PageGranular => self.place_batch(&mut state, &reqs).map(|a| allocations = a),
+            }
+        };
+        if let Err(e) = placed.and_then(|()| self.prepare(&mut allocations)) {
+            for a in allocations.into_iter().rev() {
+                self.give_back(a, true);
+            }
+            return Err(e);
+        }
+        Ok(allocations)
+    }
+
+    /// Page-granular batch placement: per class one run of fresh pages, cut in order.
+    fn place_batch(
+        &self,
+        state: &mut State,
+        reqs: &[[Request; 3]],
+    ) -> Result<Vec<Allocation>, ArenaError> {
+        let page = self.page;
+        // Pages (and alignment in pages) each module needs per class, and per class the
+        // run's length with each module's start aligned.
+        let mut sum: [Request; 3] = [(0, 1); 3];
+        for r in reqs {
+            for (s, &(size, align)) in sum.iter_mut().zip(r) {
+                let a = (align / page).max(1);
+                s.0 = s.0.next_multiple_of(a) + size.div_ceil(page);
+                s.1 = s.1.max(a);
+            }
+        }
+        let as_bytes = sum.map(|(pages, align)| (pages * page, align * page));
+        let mut chosen = None;
+        for index in (0..state.chunks.len()).rev() {
+            if let Some(chunk) = state.chunks.get_mut(index) {
+                if let Some(runs) = take_runs(chunk, page, &sum) {
+                    chosen = Some((index, runs, false));
+                    break;
+                }
+            }
+        }
+        let (index, runs, created) = match chosen {
+            Some(c) => c,
+            None => {
+                let index = self.add_chunk(state, &as_bytes)?;
+                let chunk = state.chunks.get_mut(index).ok_or(ArenaError::BadRequest {
+                    what: "chunk vanished",
+                    size: 0,
+                })?;
+                let runs = take_runs(chunk, page, &sum).ok_or(ArenaError::BadRequest {
+                    what: "a batch larger than the chunk made for it",
+                    size: as_bytes.iter().map(|&(s, _)| s as u64).sum(),
+                })?;
+                (index, runs, true)
+            }
+        };
+        let chunk = state.chunks.get(index).ok_or(ArenaError::BadRequest {
+            what: "chunk vanished",
+            size: 0,
+        })?;
+        // Cut each class's run in module order; alignment padding goes to the module
+        // before it, so every page has an owner.
+        let mut cursor = runs.map(|r| r.map_or(0, |r| r.start));
+        let mut out: Vec<[Placed; 3]> = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            let mut segments = [EMPTY; 3];
+            for (k, (&(size, align), seg)) in r.iter().zip(&mut segments).enumerate() {
+                let (Some(region), Some(at)) = (chunk.regions.get(k), cursor.get_mut(k)) else {
+                    continue;
+                };
+                if size == 0 {
+                    continue;
+                }
+                let a = (align / page).max(1) as u32;
+                let start = at.next_multiple_of(a);
+                if start > *at {
+                    if let Some(prev) = out.iter_mut().rev().find_map(|p| match p.get_mut(k) {
+                        Some(p) if p.size != 0 => Some(p),
+                        _ => None,
+                    }) {
+                        if let Piece::Pages(run) = &mut prev.piece {
+                            run.count += start - *at;
+                            prev.held += (start - *at) as usize * page;
+                        }
+                    }
+                }
+                let count = size.div_ceil(page) as u32;
+                *seg = pages_placed(
+                    region,
+                    page,
+                    Run {
+                        start,
+                        count,
+                        source: pages::Source::Fresh,
+                    },
+                    size,
+                );
+                *at = start + count;
+            }
+            out.push(segments);
+        }
+        Ok(out
+            .into_iter()
+            .map(|segments| self.account(state, index, segments, created))
+            .collect())
+    }
+
+    /// Makes fresh allocations writable and zeroes what an earlier user left.
+    fn prepare(&self, allocations: &mut [Allocation]) -> Result<(), ArenaError> {
+        let page = self.page;
+        if self.config.mode == Mode::PageGranular {
+            for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
+                let mut ranges: Vec<(usize, usize)> = allocations
+                    .iter()
+                    .filter_map(|a| a.segment(kind).pages_to_open(page))
+                    .collect();
+                coalesce(&mut ranges);
+                for (addr, len) in ranges {
+                    // SAFETY: the pages belong to these allocations, which nothing else
+                    // uses yet; no reference into them exists.
+                    unsafe { self.protect(addr, len, Prot::ReadWrite) }.map_err(|e| {
+                        error::classify("make pages writable", len as u64, e)
+                            .for_request(requested(allocations))
+                    })?;
+                }
+            }
+        }
+        for a in allocations.iter() {
+            for seg in &a.segments {
+                if !seg.stale() {
+                    continue;
+                }
+                let len = seg.pages(page).map_or(seg.held, |(_, len)| len);
+                // SAFETY: the segment's memory is writable at `writer` (made so above, or a
+                // packed writer view or data region) and belongs to this allocation alone.
+                unsafe { std::ptr::write_bytes(seg.writer as *mut u8, 0, len) };
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes `allocations`: page-granular segments get their final protection (one
+    /// call per contiguous run of a class), then the code written is made visible to
+    /// instruction fetch.
+    fn publish(&self, allocations: &[&Allocation]) -> Result<(), ArenaError> {
+        let page = self.page;
+        if self.config.mode == Mode::PageGranular {
+            for (kind, prot) in [
+                (SegmentKind::Code, Prot::ReadExecute),
+                (SegmentKind::ReadOnly, Prot::Read),
+            ] {
+                let mut ranges: Vec<(usize, usize)> = allocations
+                    .iter()
+                    .filter_map(|a| a.segment(kind).pages(page))
+                    .collect();
+                coalesce(&mut ranges);
+                for (addr, len) in ranges {
+                    // SAFETY: the pages belong to these allocations; their backends are
+                    // sealed, so no writable slice into them exists any more.
+                    unsafe { self.protect(addr, len, prot) }.map_err(|e| {
+                        error::classify("protect published pages", len as u64, e)
+                            .for_request(allocations.iter().map(|a| a.requested()).sum())
+                    })?;
+                }
+            }
+        }
+        let mut code: Vec<(usize, usize)> = allocations
+            .iter()
+            .map(|a| {
+                let seg = a.segment(SegmentKind::Code);
+                (seg.target, seg.size)
+            })
+            .collect();
+        coalesce(&mut code);
+        // Stores through the writer view must be visible before the code runs elsewhere.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        for (start, len) in code {
+            // SAFETY: the range is code these allocations hold, mapped for their lifetime.
+            unsafe { crate::icache::flush(start, start + len) };
+        }
+        Ok(())
+    }
+
+    /// Gives an allocation's memory back. `undo`: it was never published (a failed load):
+    /// restore exactly what allocating it changed.
+    fn give_back(&self, allocation: Allocation, undo: bool) {
+        let page = self.page;
+        if self.forked() {
+            // The writable view is the parent's; leave the memory alone.
+            return;
+        }
+        let mut segments = allocation.segments;
+        if undo && self.config.mode == Mode::PageGranular {
+            // Back to the protection the pages had: their region's resting one (so the
+            // region is one mapping again), or writable for a ready run.
+            for (kind, seg) in SegmentKind::ALL.iter().zip(&mut segments) {
+                let prot = match (kind, seg.piece) {
+                    (SegmentKind::Data, _) => continue,
+                    (_, Piece::Pages(run)) if run.source == pages::Source::Ready => Prot::ReadWrite,
+                    (SegmentKind::Code, _) => Prot::ReadExecute,
+                    (_, _) => Prot::Read,
+                };
+                if let Some((addr, len)) = seg.pages(page) {
+                    // SAFETY: our own pages; the backend that wrote them is gone.
+                    if unsafe { self.protect(addr, len, prot) }.is_err() {
+                        let mut state = self.lock();
+                        state.stats.quarantined += len as u64;
+                        *seg = Placed {
+                            piece: Piece::Empty,
+                            ..*seg
+                        };
+                    }
+                }
+            }
+        }
+        if !undo && self.config.mode == Mode::Packed {
+            let seg = allocation.segment(SegmentKind::Code);
+            if let Piece::Slot(slot) = seg.piece {
+                // A call through a dangling pointer traps instead of running stale code.
+                // SAFETY: the slot is ours until given back below, writable at `writer`.
+                unsafe { std::ptr::write_bytes(seg.writer as *mut u8, TRAP, slot.size as usize) };
+            }
+        }
+        let mut state = self.lock();
+        let State { chunks, stats } = &mut *state;
+        let Some(chunk) = chunks.get_mut(allocation.chunk) else {
+            return;
+        };
+        for (k, seg) in segments.iter().enumerate() {
+            let Some(region) = chunk.regions.get_mut(k) else {
+                continue;
+            };
+            // Whether the run this frees fits the pool (a slab's run is at most the pool's
+            // longest).
+            let longest = match seg.piece {
+                Piece::Pages(run) => run.count as usize * page,
+                _ => pages::POOL_RUN as usize * page,
+            };
+            let room = stats.pooled + longest as u64 <= self.config.retain as u64;
+            let freed = match seg.piece {
+                Piece::Empty => None,
+                Piece::Pages(run) => Some((run, region.runs.give_back(run, undo, room))),
+                Piece::Slot(slot) => region.slabs.give_back(slot, undo, &mut region.runs, room),
+            };
+            match freed {
+                Some((run, pages::Returned::Pooled)) => {
+                    stats.pooled += run.count as u64 * page as u64;
+                }
+                Some((run, pages::Returned::Freed)) => {
+                    // SAFETY: the run is this region's and no longer anyone's.
+                    unsafe { region.release(run, page) };
+                }
+                None => {}
+            }
+        }
+        chunk.users = chunk.users.saturating_sub(1);
+        stats.modules = stats.modules.saturating_sub(1);
+        stats.requested -= segments.iter().map(|s| s.size as u64).sum::<u64>();
+        stats.held -= segments.iter().map(|s| s.held as u64).sum::<u64>();
+        stats.pooled = chunks.iter().map(|c| pooled_bytes(c, page)).sum();
+        if undo
+            && allocation.created_chunk
+            && allocation.chunk + 1 == chunks.len()
+            && chunks.last().is_some_and(Chunk::is_unused)
+        {
+            if let Some(chunk) = chunks.pop() {
+                stats.chunks -= 1;
+                stats.reserved -= chunk.span().1 as u64;
+            }
+        }
+        if undo || self.config.mode != Mode::PageGranular {
+            return;
+        }
+        // Enough neighbouring dirty runs: make them writable together, outside the lock
+        // (they belong to no one meanwhile).
+        let Some(chunk) = chunks.get_mut(allocation.chunk) else {
+            return;
+        };
+        let mut batch: Vec<(usize, Vec<Run>)> = Vec::new();
+        for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
+            if let Some(region) = chunk.regions.get_mut(kind.index()) {
+                if let Some(runs) = region.runs.take_recyclable() {
+                    batch.push((kind.index(), runs));
+                }
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let writers: Vec<usize> = batch
+            .iter()
+            .map(|(k, _)| chunk.regions.get(*k).map_or(0, |r| r.writer))
+            .collect();
+        drop(state);
+        let mut opened: Vec<(usize, Run, bool)> = Vec::new();
+        for ((k, runs), writer) in batch.into_iter().zip(writers) {
+            let mut ranges: Vec<(usize, usize)> = runs
+                .iter()
+                .map(|r| (writer + r.start as usize * page, r.count as usize * page))
+                .collect();
+            coalesce(&mut ranges);
+            let failed: Vec<(usize, usize)> = ranges
+                .into_iter()
+                .filter(|&(addr, len)| {
+                    // SAFETY: pool pages of our region, taken out of the pool above, so no
+                    // one else can be handed them until they are put back below.
+                    unsafe { self.protect(addr, len, Prot::ReadWrite) }.is_err()
+                })
+                .collect();
+            for run in runs {
+                let addr = writer + run.start as usize * page;
+                let ok = !failed.iter().any(|&(a, l)| a <= addr && addr < a + l);
+                opened.push((k, run, ok));
+            }
+        }
+        // Highest address first onto the stack, so loads take the lowest first: its
+        // publish extends the mapping below instead of splitting the stretch.
+        opened.sort_unstable_by_key(|&(k, run, _)| (k, std::cmp::Reverse(run.start)));
+        let mut state = self.lock();
+        let State { chunks, stats } = &mut *state;
+        if let Some(chunk) = chunks.get_mut(allocation.chunk) {
+            for (k, run, ok) in opened {
+                if let Some(region) = chunk.regions.get_mut(k) {
+                    if ok {
+                        region.runs.put_ready(run);
+                    } else {
+                        // Still at its final protection: back to the dirty pool.
+                        region.runs.give_back(run, true, true);
+                    }
+                }
+            }
+            stats.pooled = chunks.iter().map(|c| pooled_bytes(c, page)).sum();
+        }
+    }
+}
+
+/// The byte freed code slots are filled with: an instruction that traps where one byte
+/// does (`int3` on x86); elsewhere zero, which aarch64, riscv64, ppc64le and loongarch64
+/// all decode as an undefined instruction.
+const TRAP: u8 = if cfg!(any(target_arch = "x86_64", target_arch = "x86")) {
+    0xcc
+} else {
+    0
+};
+
+fn pooled_bytes(chunk: &Chunk, page: usize) -> u64 {
+    chunk
+        .regions
+        .iter()
+        .map(|r| r.runs.pooled_pages() * page as u64)
+        .sum()
+}
+
+/// A page run placed in `region`, for a segment of `size` bytes.
+fn pages_placed(region: &Region, page: usize, run: Run, size: usize) -> Placed {
+    let offset = run.start as usize * page;
+    Placed {
+        piece: Piece::Pages(run),
+        writer: region.writer + offset,
+        target: region.target + offset,
+        size,
+        held: run.count as usize * page,
+    }
+}
+
+/// One segment in `region`: a slab slot (packed, small) or whole pages.
+fn take_in(region: &mut Region, mode: Mode, page: usize, (size, align): Request) -> Option<Placed> {
+    if size == 0 {
+        return Some(EMPTY);
+    }
+    if mode == Mode::Packed && size <= slab::SLAB_MAX as usize && align <= page {
+        if let Some(class) = slab::class_for(size as u64, align as u64) {
+            let slot = region.slabs.take(class, &mut region.runs, page as u32)?;
+            let offset = slot.offset as usize;
+            return Some(Placed {
+                piece: Piece::Slot(slot),
+                writer: region.writer + offset,
+                target: region.target + offset,
+                size,
+                held: slot.size as usize,
+            });
+        }
+    }
+    if !region.target.is_multiple_of(align.max(page)) {
+        return None;
+    }
+    let count = u32::try_from(size.div_ceil(page)).ok()?;
+    let align_pages = u32::try_from((align / page).max(1)).ok()?;
+    let run = region.runs.take(count, align_pages, true)?;
+    Some(pages_placed(region, page, run, size))
+}
+
+/// Gives back what `take_in` took, exactly (a placement that did not fit in the chunk).
+fn untake(region: &mut Region, placed: Placed) {
+    match placed.piece {
+        Piece::Empty => {}
+        Piece::Pages(run) => {
+            region.runs.give_back(run, true, false);
+        }
+        Piece::Slot(slot) => {
+            // Nothing was written: the pages need no release.
+            let _ = region.slabs.give_back(slot, true, &mut region.runs, false);
+        }
+    }
+}
+
+/// All three segments in `chunk`, or nothing (and the chunk as it was).
+fn place_in(
+    chunk: &mut Chunk,
+    mode: Mode,
+    page: usize,
+    reqs: &[Request; 3],
+) -> Option<[Placed; 3]> {
+    let mut out = [EMPTY; 3];
+    for (k, &req) in reqs.iter().enumerate() {
+        let placed = chunk
+            .regions
+            .get_mut(k)
+            .and_then(|r| take_in(r, mode, page, req));
+        match (placed, out.get_mut(k)) {
+            (Some(p), Some(slot)) => *slot = p,
+            _ => {
+                for (j, p) in out.iter().enumerate().take(k) {
+                    if let Some(region) = chunk.regions.get_mut(j) {
+                        untake(region, *p);
+                    }
+                }
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Per class a run of `pages` fresh pages aligned to `align` pages, all in `chunk`, or
+/// nothing (and the chunk as it was).
+fn take_runs(chunk: &mut Chunk, page: usize, sum: &[Request; 3]) -> Option<[Option<Run>; 3]> {
+    let mut out = [None; 3];
+    for (k, &(pages, align)) in sum.iter().enumerate() {
+        if pages == 0 {
+            continue;
+        }
+        let fits = chunk
+            .regions
+            .get(k)
+            .is_some_and(|r| r.target.is_multiple_of(align * page));
+        let run = if fits {
+            let count = u32::try_from(pages).ok();
+            let align = u32::try_from(align).ok();
+            count.zip(align).and_then(|(c, a)| {
+                chunk
+                    .regions
+                    .get_mut(k)
+                    .and_then(|r| r.runs.take(c, a, false))
+            })
+        } else {
+            None
+        };
+        match (run, out.get_mut(k)) {
+            (Some(run), Some(slot)) => *slot = Some(run),
+            _ => {
+                for (j, run) in out.iter().enumerate().take(k) {
+                    if let (Some(run), Some(region)) = (run, chunk.regions.get_mut(j)) {
+                        region.runs.give_back(*run, true, false);
+                    }
+                }
+                return None;
+            }
+        }
+    }
+    Some(out)
+}

@@ -1,0 +1,232 @@
+//! The system calls the arena makes, each a thin wrapper that turns `-1` into an errno.
+//! Every function is `unsafe` where the range it changes could be memory someone else uses:
+//! the callers own the ranges they pass (they came from a reservation this arena made).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Page protections the arena uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prot {
+    Read,
+    ReadWrite,
+    ReadExecute,
+}
+
+impl Prot {
+    fn bits(self) -> libc::c_int {
+        match self {
+            Prot::Read => libc::PROT_READ,
+            Prot::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
+            Prot::ReadExecute => libc::PROT_READ | libc::PROT_EXEC,
+        }
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Reserves `len` bytes of address space: inaccessible, no commit charge, no pages.
+pub(crate) fn reserve(len: usize) -> Result<usize, i32> {
+    // SAFETY: a fresh private anonymous PROT_NONE mapping at an address the kernel picks
+    // overlaps nothing that exists.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(errno())
+    } else {
+        Ok(p as usize)
+    }
+}
+
+/// Maps `len` bytes of `fd` from `offset`, shared, at `addr` with protection `prot`.
+///
+/// # Safety
+/// The range must lie in a reservation the caller owns, with nothing in it in use.
+pub(crate) unsafe fn map_file_at(
+    addr: usize,
+    len: usize,
+    prot: Prot,
+    fd: &OwnedFd,
+    offset: usize,
+) -> Result<(), i32> {
+    let offset = libc::off_t::try_from(offset).map_err(|_| libc::EOVERFLOW)?;
+    // SAFETY: the caller owns the range (MAP_FIXED replaces only it); `fd` is open.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len,
+            prot.bits(),
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            fd.as_raw_fd(),
+            offset,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// Changes the protection of `[addr, addr + len)`.
+///
+/// # Safety
+/// The caller owns the range, and no reference into it outlives a change that makes it
+/// unreadable or unwritable in a way the reference relies on.
+pub(crate) unsafe fn protect(addr: usize, len: usize, prot: Prot) -> Result<(), i32> {
+    // SAFETY: see the function's contract.
+    if unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot.bits()) } != 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// Gives advice `advice` for `[addr, addr + len)`.
+///
+/// # Safety
+/// The caller owns the range; with `MADV_DONTNEED` or `MADV_REMOVE` its contents are
+/// discarded (read as zero afterwards), so nothing may still need them.
+pub(crate) unsafe fn advise(addr: usize, len: usize, advice: libc::c_int) -> Result<(), i32> {
+    // SAFETY: see the function's contract.
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) } != 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// Unmaps `[addr, addr + len)`.
+///
+/// # Safety
+/// The caller owns the range and nothing refers to it any more.
+pub(crate) unsafe fn unmap(addr: usize, len: usize) {
+    // SAFETY: see the function's contract.
+    let _ = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+}
+
+/// A memfd of `len` bytes (sparse: no memory until written), that may be mapped executable.
+pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
+    // MFD_EXEC (Linux 6.3) asks for an executable memfd where `vm.memfd_noexec` would
+    // otherwise make it non-executable; older kernels reject the flag (EINVAL): retry
+    // without it.
+    const MFD_EXEC: libc::c_uint = 0x0010;
+    let name = c"elfjit-arena";
+    // SAFETY: memfd_create with a constant NUL-terminated name creates a new descriptor.
+    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | MFD_EXEC) };
+    if fd < 0 && errno() == libc::EINVAL {
+        // SAFETY: as above.
+        fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    }
+    if fd < 0 {
+        return Err(("memfd_create", errno()));
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let size = libc::off_t::try_from(len).map_err(|_| ("ftruncate", libc::EOVERFLOW))?;
+    // SAFETY: sizing our own memfd.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
+        return Err(("ftruncate", errno()));
+    }
+    Ok(fd)
+}
+
+/// The system page size.
+pub(crate) fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// `vm.max_map_count`, if readable.
+pub(crate) fn max_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// How many mappings the process has now (lines of `/proc/self/maps`), if readable.
+pub(crate) fn map_count() -> Option<u64> {
+    let maps = std::fs::read("/proc/self/maps").ok()?;
+    Some(maps.iter().filter(|&&b| b == b'\n').count() as u64)
+}
+
+/// The soft `RLIMIT_AS` in bytes (`None`: unlimited or unreadable).
+pub(crate) fn address_space_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
+        return None;
+    }
+    (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+/// Bumped in every child right after `fork`: a packed arena's writable view is not
+/// inherited (`MADV_DONTFORK`), so a child must not write through it.
+static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The current fork generation (0 in the original process), registering the fork hook
+/// on first use.
+pub(crate) fn fork_generation() -> u64 {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        // SAFETY: registers a child handler that only increments an atomic (async-signal
+        // safe, as a post-fork child handler must be).
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether pages released with `MADV_DONTNEED` (private anonymous) and `MADV_REMOVE`
+/// (memfd) read as zero afterwards, as Linux documents. Checked once on a page of each:
+/// emulators such as qemu-user may treat the advice as a hint and keep the contents, and
+/// then the arena zeroes released pages itself before handing them out.
+pub(crate) fn released_pages_read_zero() -> bool {
+    static ZEROES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ZEROES.get_or_init(|| {
+        probe_release(None) && memfd(page_size()).map_or(true, |fd| probe_release(Some(&fd)))
+    })
+}
+
+/// Writes a page, releases it, and reads it back: whether it reads as zero.
+fn probe_release(fd: Option<&OwnedFd>) -> bool {
+    let len = page_size();
+    let Ok(base) = reserve(len) else {
+        return false;
+    };
+    // SAFETY: the page is the reservation just made; it is mapped read/write (a private
+    // page, or the memfd's first page), written, released, read and unmapped here.
+    unsafe {
+        let mapped = match fd {
+            None => protect(base, len, Prot::ReadWrite),
+            Some(fd) => map_file_at(base, len, Prot::ReadWrite, fd, 0),
+        };
+        let advice = if fd.is_some() {
+            libc::MADV_REMOVE
+        } else {
+            libc::MADV_DONTNEED
+        };
+        let zero = mapped.is_ok() && {
+            std::ptr::write_volatile(base as *mut u8, 0xa5);
+            advise(base, len, advice).is_ok() && std::ptr::read_volatile(base as *const u8) == 0
+        };
+        unmap(base, len);
+        zero
+    }
+}
