@@ -62,6 +62,9 @@ pub use batch::Batch;
 pub use cache::{Cache, CacheStatus};
 pub use clang::Compiler;
 pub use elfjit_core::Arch;
+/// The code arenas modules are loaded into ([`Module::load_in`]), so a dependent needs no
+/// direct dependency on `elfjit-os` to choose one.
+pub use elfjit_os::{Arena, ArenaConfig, ArenaError, Mode};
 pub use error::{Error, Result};
 pub use ffi::{ArgValue, CallInterface};
 pub use flags::{CompileOptions, Lang};
