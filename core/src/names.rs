@@ -9,8 +9,7 @@
 //! caller reuses one static table for every link): names are compared by reading them from
 //! the objects, through the `name_of` callback.
 
-use crate::plan::{ObjectIndex, SymbolIndex};
-use crate::table::Table;
+use crate::table::{ObjectIndex, SymbolIndex, Table};
 
 index_type! {
     /// A position in the name index.

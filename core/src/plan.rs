@@ -33,17 +33,12 @@ pub const MAX_IMAGE_SIZE: u64 = 1 << 30;
 /// Size of a GOT slot (all supported architectures are 64-bit).
 pub const GOT_SLOT_SIZE: u64 = 8;
 
-index_type! {
-    /// An object's position in the link.
-    pub(crate) struct ObjectIndex;
-}
+// Declared with the tables, since the name index (`names`) needs them too.
+pub(crate) use crate::table::{ObjectIndex, SymbolIndex};
+
 index_type! {
     /// A section of the image: its position among all objects' section headers.
     pub(crate) struct SectionIndex;
-}
-index_type! {
-    /// A symbol of the image: its position among all objects' symbol tables.
-    pub(crate) struct SymbolIndex;
 }
 index_type! {
     /// A GOT slot: its position in the GOT (slot `n` is `n * 8` bytes from its start).

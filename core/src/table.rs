@@ -60,6 +60,15 @@ enum Store<'s, T> {
     Owned(alloc::boxed::Box<[T]>),
 }
 
+index_type! {
+    /// An object's position in the link.
+    pub(crate) struct ObjectIndex;
+}
+index_type! {
+    /// A symbol of the image: its position among all objects' symbol tables.
+    pub(crate) struct SymbolIndex;
+}
+
 /// A table of `T` indexed by `I`.
 pub(crate) struct Table<'s, I, T> {
     store: Store<'s, T>,
