@@ -339,6 +339,12 @@ fn mean(group: &str, id: &str) -> Option<f64> {
         .or_else(|| {
             std::env::var_os("CARGO_TARGET_DIR").map(|d| PathBuf::from(d).join("criterion"))
         })
+        .or_else(|| {
+            // `cargo bench` runs this from the package directory; the binary is
+            // <target>/release/deps/arena-<hash> and criterion writes to <target>/criterion.
+            let exe = std::env::current_exe().ok()?;
+            Some(exe.parent()?.parent()?.parent()?.join("criterion"))
+        })
         .unwrap_or_else(|| PathBuf::from("target/criterion"));
     let text =
         std::fs::read_to_string(root.join(group).join(id).join("new/estimates.json")).ok()?;
