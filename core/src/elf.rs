@@ -96,12 +96,49 @@ fn symbol_at(index: usize) -> Location {
 fn string_at(table: &[u8], offset: u32, at: Location) -> Result<&[u8]> {
     let tail = table
         .get(offset as usize..)
-        .ok_or(malformed("name past its string table", at))?;
-    let end = tail
+        .ok_or_else(|| malformed("name past its string table", at))?;
+    let end = nul_position(tail).ok_or_else(|| malformed("unterminated name", at))?;
+    tail.get(..end).ok_or_else(|| malformed("name", at))
+}
+
+/// Whether every in-range offset of string table `table` starts a terminated name: the
+/// table ends with NUL. Then checking a name only needs its offset in range.
+fn is_terminated(table: &[u8]) -> bool {
+    table.last() == Some(&0)
+}
+
+/// The position of the first NUL in `bytes`. Planning reads every symbol's name, so
+/// this scans eight bytes at a time: `(w - 0x01..01) & !w & 0x80..80` marks the bytes of
+/// `w` that are zero, the lowest mark exactly (a borrow only runs upward from a zero).
+fn nul_position(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut start = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let zeros = w.wrapping_sub(ONES) & !w & HIGHS;
+        if zeros != 0 {
+            return Some(start + (zeros.trailing_zeros() / 8) as usize);
+        }
+        start += 8;
+    }
+    words
+        .remainder()
         .iter()
         .position(|&b| b == 0)
-        .ok_or(malformed("unterminated name", at))?;
-    tail.get(..end).ok_or(malformed("name", at))
+        .map(|p| start + p)
+}
+
+/// Checks that the name at `offset` of `table` is readable, as [`string_at`] reads it;
+/// `terminated`: [`is_terminated`] of `table`, so that an offset in range suffices.
+fn check_name(table: &[u8], terminated: bool, offset: u32, at: Location) -> Result<()> {
+    if terminated && (offset as usize) < table.len() {
+        return Ok(());
+    }
+    string_at(table, offset, at).map(|_| ())
 }
 
 /// The bytes of `[offset, offset + size)` in `data`; `at` is what they belong to.
@@ -112,10 +149,12 @@ fn range<'d>(
     what: &'static str,
     at: Location,
 ) -> Result<&'d [u8]> {
-    let end = offset.checked_add(size).ok_or(malformed(what, at))?;
+    let end = offset
+        .checked_add(size)
+        .ok_or_else(|| malformed(what, at))?;
     let start = usize::try_from(offset).map_err(|_| malformed(what, at))?;
     let end = usize::try_from(end).map_err(|_| malformed(what, at))?;
-    data.get(start..end).ok_or(malformed(what, at))
+    data.get(start..end).ok_or_else(|| malformed(what, at))
 }
 
 impl<'a> Object<'a> {
@@ -223,8 +262,14 @@ impl<'a> Object<'a> {
         object.section_names = object.section_bytes(names, names_index)?;
 
         // Every section's name and file range must be sound, loaded or not.
+        let section_names_terminated = is_terminated(object.section_names);
         for (index, sh) in sections.iter().enumerate() {
-            string_at(object.section_names, sh.sh_name.get(LE), section_at(index))?;
+            check_name(
+                object.section_names,
+                section_names_terminated,
+                sh.sh_name.get(LE),
+                section_at(index),
+            )?;
             let kind = sh.sh_type.get(LE);
             if kind != elf::SHT_NOBITS && kind != elf::SHT_NULL {
                 object.section_bytes(sh, index)?;
@@ -282,8 +327,9 @@ impl<'a> Object<'a> {
             }
             object.symbols = symbols;
             object.symbol_names = object.section_bytes(strtab, strtab_index)?;
+            let terminated = is_terminated(object.symbol_names);
             for index in 0..symbols.len() {
-                object.validate_symbol(index)?;
+                object.validate_symbol(index, terminated)?;
             }
         }
 
@@ -338,7 +384,7 @@ impl<'a> Object<'a> {
     fn section_header(&self, index: usize) -> Result<&'a SectionHeader64<LE>> {
         self.sections
             .get(index)
-            .ok_or(malformed("section index out of range", section_at(index)))
+            .ok_or_else(|| malformed("section index out of range", section_at(index)))
     }
 
     /// The file bytes of section header `sh` (number `index`).
@@ -355,9 +401,20 @@ impl<'a> Object<'a> {
         )
     }
 
-    fn validate_symbol(&self, index: usize) -> Result<()> {
-        let sym = self.symbol(index)?;
-        match sym.shndx {
+    /// Checks symbol `index`'s name and section index; `terminated`: the string table ends
+    /// with NUL ([`is_terminated`]).
+    fn validate_symbol(&self, index: usize, terminated: bool) -> Result<()> {
+        let sym = self
+            .symbols
+            .get(index)
+            .ok_or_else(|| malformed("symbol index out of range", symbol_at(index)))?;
+        check_name(
+            self.symbol_names,
+            terminated,
+            sym.st_name.get(LE),
+            symbol_at(index),
+        )?;
+        match sym.st_shndx.get(LE) {
             elf::SHN_XINDEX => Err(Error::NotSupported {
                 what: "extended section indices (SHN_XINDEX)",
                 value: index as u64,
@@ -451,7 +508,7 @@ impl<'a> Object<'a> {
         let sym = self
             .symbols
             .get(index)
-            .ok_or(malformed("symbol index out of range", symbol_at(index)))?;
+            .ok_or_else(|| malformed("symbol index out of range", symbol_at(index)))?;
         Ok(Symbol {
             name: string_at(self.symbol_names, sym.st_name.get(LE), symbol_at(index))?,
             value: sym.st_value.get(LE),
@@ -482,6 +539,31 @@ impl<'a> Object<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time scan finds the same NUL as a byte loop, wherever it is and
+        /// whatever surrounds it (0x80 and 0x01 bytes are the trick's edge cases).
+        #[test]
+        fn nul_position_is_the_first_nul(
+            bytes in proptest::collection::vec(
+                prop_oneof![Just(0u8), Just(1u8), Just(0x80u8), Just(0xffu8), any::<u8>()],
+                0..40,
+            ),
+        ) {
+            prop_assert_eq!(nul_position(&bytes), bytes.iter().position(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn names_in_an_unterminated_table_are_still_checked_one_by_one() {
+        let at = symbol_at(1);
+        assert!(check_name(b"ab\0cd", false, 3, at).is_err());
+        assert!(check_name(b"ab\0cd", false, 0, at).is_ok());
+        assert!(check_name(b"ab\0", true, 3, at).is_err());
+        assert!(check_name(b"ab\0", true, 2, at).is_ok());
+        assert!(is_terminated(b"a\0") && !is_terminated(b"a") && !is_terminated(b""));
+    }
 
     #[test]
     fn rejects_short_and_foreign_input() {

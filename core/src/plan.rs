@@ -404,7 +404,7 @@ impl PlanSizes {
                 sizes.low_halves = grow(sizes.low_halves, low)?;
             }
         }
-        sizes.names = names::slots_for(names).ok_or(too_many("names"))?;
+        sizes.names = names::slots_for(names).ok_or_else(|| too_many("names"))?;
         Ok(sizes)
     }
 }
@@ -414,7 +414,7 @@ fn grow(total: usize, more: usize) -> Result<usize> {
     total
         .checked_add(more)
         .filter(|&n| u32::try_from(n).is_ok())
-        .ok_or(too_many("table entries"))
+        .ok_or_else(|| too_many("table entries"))
 }
 
 fn too_many(what: &'static str) -> Error {
@@ -753,10 +753,9 @@ impl<'a> Plan<'a> {
         let mut objects = provide.objects(inputs.len())?;
         let (mut sections, mut symbols) = (0usize, 0usize);
         for (index, slot) in objects.entries_mut().iter_mut().enumerate() {
-            let (name, bytes) = inputs.get(index).ok_or(malformed(
-                "object missing from the inputs",
-                Location::File { len: 0 },
-            ))?;
+            let (name, bytes) = inputs.get(index).ok_or_else(|| {
+                malformed("object missing from the inputs", Location::File { len: 0 })
+            })?;
             let object = Object::parse(bytes)?;
             *slot = ObjectEntry(Some(Loaded {
                 object,
@@ -810,7 +809,7 @@ impl<'a> Plan<'a> {
         plan.place_sections(&mut fills)?;
         plan.symbols = provide.symbols(symbols)?;
         let names = plan.define_symbols(&mut fills)?;
-        plan.names = provide.names(names::slots_for(names).ok_or(too_many("names"))?)?;
+        plan.names = provide.names(names::slots_for(names).ok_or_else(|| too_many("names"))?)?;
         plan.bind_symbols()?;
         if arch.has_pairs() {
             let (mut high, mut low) = (0, 0);
@@ -853,10 +852,9 @@ impl<'a> Plan<'a> {
                 let slot = entry
                     .section(local)
                     .and_then(|i| self.sections.get_mut(i))
-                    .ok_or(malformed(
-                        "section index",
-                        Location::Section(position(local)),
-                    ))?;
+                    .ok_or_else(|| {
+                        malformed("section index", Location::Section(position(local)))
+                    })?;
                 *slot = place;
             }
         }
@@ -951,7 +949,7 @@ impl<'a> Plan<'a> {
                 let slot = self
                     .symbols
                     .get_mut(flat)
-                    .ok_or(malformed("symbol index", Location::Symbol(position(local))))?;
+                    .ok_or_else(|| malformed("symbol index", Location::Symbol(position(local))))?;
                 *slot = SymbolEntry {
                     def,
                     at: BaseOffset::NOWHERE,
@@ -1028,7 +1026,8 @@ impl<'a> Plan<'a> {
                 let Some(entry) = self.object(index).copied() else {
                     continue;
                 };
-                let object = ObjectIndex::from_position(index).ok_or(too_many("objects"))?;
+                let object =
+                    ObjectIndex::from_position(index).ok_or_else(|| too_many("objects"))?;
                 for (local, flat) in entry.symbols() {
                     let Some(symbol) = self.symbols.get(flat).copied() else {
                         continue;
@@ -1048,7 +1047,7 @@ impl<'a> Plan<'a> {
                         Some(owner.object.symbol(key.symbol as usize).ok()?.name)
                     };
                     let slot = names::entry(&mut self.names, name, key, name_of)
-                        .ok_or(too_many("names"))?;
+                        .ok_or_else(|| too_many("names"))?;
                     if pass == Pass::Definitions {
                         slot.define(object, flat);
                         continue;
@@ -1097,13 +1096,15 @@ impl<'a> Plan<'a> {
                         .map(|s| self.canonical(s));
                     let slot = PairIndex::from_position(next)
                         .and_then(|i| self.high_halves.get_mut(i))
-                        .ok_or(malformed(
-                            "relocation pairs",
-                            Location::Relocation {
-                                section: position(rela_index),
-                                index: position(number),
-                            },
-                        ))?;
+                        .ok_or_else(|| {
+                            malformed(
+                                "relocation pairs",
+                                Location::Relocation {
+                                    section: position(rela_index),
+                                    index: position(number),
+                                },
+                            )
+                        })?;
                     *slot = HighHalf {
                         segment: place.segment,
                         offset: place.segment_offset.wrapping_add(rela.offset),
@@ -1128,7 +1129,7 @@ impl<'a> Plan<'a> {
             .section(index)
             .and_then(|i| self.sections.get(i))
             .copied()
-            .ok_or(malformed("section", Location::Section(position(index))))
+            .ok_or_else(|| malformed("section", Location::Section(position(index))))
     }
 
     /// The high half whose place the low half's label symbol marks.
@@ -1232,10 +1233,9 @@ impl<'a> Plan<'a> {
                             self.reloc_error(index, target, &rela, problem),
                         ));
                     }
-                    let symbol = entry.symbol(rela.symbol as usize).ok_or(malformed(
-                        "relocation's symbol index out of range",
-                        at(count),
-                    ))?;
+                    let symbol = entry.symbol(rela.symbol as usize).ok_or_else(|| {
+                        malformed("relocation's symbol index out of range", at(count))
+                    })?;
                     if class.pair == Pair::Lo {
                         // The low half's symbol labels its high half's place, not a target.
                         let high = self.find_high_half(symbol).ok_or_else(|| {
@@ -1244,7 +1244,7 @@ impl<'a> Plan<'a> {
                         })?;
                         let slot = LowIndex::from_position(low)
                             .and_then(|i| self.low_halves.get_mut(i))
-                            .ok_or(malformed("relocation pairs", at(count)))?;
+                            .ok_or_else(|| malformed("relocation pairs", at(count)))?;
                         *slot = LowHalf(Some(high));
                         low += 1;
                         continue;
@@ -1292,10 +1292,12 @@ impl<'a> Plan<'a> {
     ) -> Result<()> {
         let canonical = self.canonical(symbol);
         let stub_uses_got = self.arch.stub_uses_got();
-        let sym = self.symbols.get_mut(canonical).ok_or(malformed(
-            "relocation's symbol index",
-            Location::Symbol(position(canonical.position())),
-        ))?;
+        let sym = self.symbols.get_mut(canonical).ok_or_else(|| {
+            malformed(
+                "relocation's symbol index",
+                Location::Symbol(position(canonical.position())),
+            )
+        })?;
         let external = match &mut sym.def {
             Definition::Unloaded => {
                 return Err(Error::UnsupportedSection {
@@ -1558,7 +1560,7 @@ enum Pass {
 
 /// The next index from `counter`, counting it.
 fn next<I>(counter: &mut u32, make: fn(usize) -> Option<I>) -> Result<I> {
-    let index = make(*counter as usize).ok_or(too_many("slots"))?;
-    *counter = counter.checked_add(1).ok_or(too_many("slots"))?;
+    let index = make(*counter as usize).ok_or_else(|| too_many("slots"))?;
+    *counter = counter.checked_add(1).ok_or_else(|| too_many("slots"))?;
     Ok(index)
 }
