@@ -46,11 +46,13 @@ pub struct Symbol<'a> {
 
 impl Symbol<'_> {
     /// Defined somewhere (not `SHN_UNDEF`).
+    #[inline]
     pub fn is_defined(&self) -> bool {
         self.shndx != elf::SHN_UNDEF
     }
 
     /// Visible to other objects (global or weak).
+    #[inline]
     pub fn is_global(&self) -> bool {
         self.bind == elf::STB_GLOBAL || self.bind == elf::STB_WEAK
     }
@@ -72,6 +74,7 @@ pub struct Section<'a> {
 
 impl Section<'_> {
     /// Occupies memory at run time.
+    #[inline]
     pub fn is_alloc(&self) -> bool {
         self.flags.contains(elf::SHF_ALLOC)
     }
@@ -82,17 +85,20 @@ fn malformed(what: &'static str, at: Location) -> Error {
 }
 
 /// Section header `index`, as a location.
+#[inline]
 fn section_at(index: usize) -> Location {
     Location::Section(u32::try_from(index).unwrap_or(u32::MAX))
 }
 
 /// Symbol `index`, as a location.
+#[inline]
 fn symbol_at(index: usize) -> Location {
     Location::Symbol(u32::try_from(index).unwrap_or(u32::MAX))
 }
 
 /// The NUL-terminated string at `offset` in a string table; `at` is the header or symbol
 /// whose name it is.
+#[inline]
 fn string_at(table: &[u8], offset: u32, at: Location) -> Result<&[u8]> {
     let tail = table
         .get(offset as usize..)
@@ -110,6 +116,7 @@ fn is_terminated(table: &[u8]) -> bool {
 /// The position of the first NUL in `bytes`. Planning reads every symbol's name, so
 /// this scans eight bytes at a time: `(w - 0x01..01) & !w & 0x80..80` marks the bytes of
 /// `w` that are zero, the lowest mark exactly (a borrow only runs upward from a zero).
+#[inline]
 fn nul_position(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -134,6 +141,7 @@ fn nul_position(bytes: &[u8]) -> Option<usize> {
 
 /// Checks that the name at `offset` of `table` is readable, as [`string_at`] reads it;
 /// `terminated`: [`is_terminated`] of `table`, so that an offset in range suffices.
+#[inline]
 fn check_name(table: &[u8], terminated: bool, offset: u32, at: Location) -> Result<()> {
     if terminated && (offset as usize) < table.len() {
         return Ok(());
@@ -142,6 +150,7 @@ fn check_name(table: &[u8], terminated: bool, offset: u32, at: Location) -> Resu
 }
 
 /// The bytes of `[offset, offset + size)` in `data`; `at` is what they belong to.
+#[inline]
 fn range<'d>(
     data: &'d [u8],
     offset: u64,
@@ -381,6 +390,7 @@ impl<'a> Object<'a> {
         Ok(object)
     }
 
+    #[inline]
     fn section_header(&self, index: usize) -> Result<&'a SectionHeader64<LE>> {
         self.sections
             .get(index)
@@ -388,6 +398,7 @@ impl<'a> Object<'a> {
     }
 
     /// The file bytes of section header `sh` (number `index`).
+    #[inline]
     fn section_bytes(&self, sh: &SectionHeader64<LE>, index: usize) -> Result<&'a [u8]> {
         if sh.sh_type.get(LE) == elf::SHT_NOBITS {
             return Ok(&[]);
@@ -426,6 +437,7 @@ impl<'a> Object<'a> {
     }
 
     /// The architecture from `e_machine`.
+    #[inline]
     pub fn arch(&self) -> Arch {
         self.arch
     }
@@ -438,11 +450,13 @@ impl<'a> Object<'a> {
     }
 
     /// Number of section headers.
+    #[inline]
     pub fn section_count(&self) -> usize {
         self.sections.len()
     }
 
     /// Section `index`, decoded.
+    #[inline]
     pub fn section(&self, index: usize) -> Result<Section<'a>> {
         let sh = self.section_header(index)?;
         Ok(Section {
@@ -499,11 +513,13 @@ impl<'a> Object<'a> {
     }
 
     /// Number of symbols (including the null symbol 0).
+    #[inline]
     pub fn symbol_count(&self) -> usize {
         self.symbols.len()
     }
 
     /// Symbol `index`, decoded.
+    #[inline]
     pub fn symbol(&self, index: usize) -> Result<Symbol<'a>> {
         let sym = self
             .symbols
@@ -521,6 +537,7 @@ impl<'a> Object<'a> {
     }
 
     /// The relocation entries of `SHT_RELA` section `index`, validated in `parse`.
+    #[inline]
     pub fn relocations(&self, index: usize) -> Result<impl Iterator<Item = Rela> + 'a> {
         let sh = self.section_header(index)?;
         let bytes = self.section_bytes(sh, index)?;

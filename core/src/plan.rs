@@ -234,6 +234,7 @@ pub(crate) struct Loaded<'a> {
 
 impl Loaded<'_> {
     /// The image-wide index of this object's section `index`, if it has one.
+    #[inline]
     pub(crate) fn section(&self, index: usize) -> Option<SectionIndex> {
         if index >= self.object.section_count() {
             return None;
@@ -242,6 +243,7 @@ impl Loaded<'_> {
     }
 
     /// The image-wide index of this object's symbol `index`, if it has one.
+    #[inline]
     pub(crate) fn symbol(&self, index: usize) -> Option<SymbolIndex> {
         if index >= self.object.symbol_count() {
             return None;
@@ -250,11 +252,13 @@ impl Loaded<'_> {
     }
 
     /// The positions of this object's symbols in the image-wide table.
+    #[inline]
     pub(crate) fn symbol_range(&self) -> core::ops::Range<usize> {
         self.first_symbol..self.first_symbol.saturating_add(self.object.symbol_count())
     }
 
     /// Every image-wide symbol index of this object with its local index.
+    #[inline]
     pub(crate) fn symbols(&self) -> impl Iterator<Item = (usize, SymbolIndex)> + '_ {
         (0..self.object.symbol_count()).filter_map(|i| Some((i, self.symbol(i)?)))
     }
@@ -291,6 +295,7 @@ pub struct SymbolEntry {
 impl SymbolEntry {
     /// Defined here with an address (or none at all): a plain reference to it needs no
     /// GOT slot, stub or external slot.
+    #[inline]
     fn has_address(&self) -> bool {
         matches!(
             self.def,
@@ -427,6 +432,7 @@ fn too_many(what: &'static str) -> Error {
 /// Whether `sym` (not the null symbol) goes into the name index: named undefined symbols
 /// (other than the ones the linker defines), and, when there are several objects, named
 /// global definitions.
+#[inline]
 fn is_indexed(arch: Arch, sym: &Symbol<'_>, multi: bool) -> bool {
     if sym.name.is_empty() {
         return false;
