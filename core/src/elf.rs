@@ -518,6 +518,19 @@ impl<'a> Object<'a> {
         self.symbols.len()
     }
 
+    /// Whether symbol `index` may be a named global (or weak) definition, read from its
+    /// entry without decoding its name: a cheap filter before [`symbol`](Object::symbol)
+    /// (a name at a non-zero offset can still be empty).
+    #[inline]
+    pub fn may_be_global_definition(&self, index: usize) -> bool {
+        self.symbols.get(index).is_some_and(|sym| {
+            let bind = sym.st_bind();
+            sym.st_name.get(LE) != 0
+                && sym.st_shndx.get(LE) != elf::SHN_UNDEF
+                && (bind == elf::STB_GLOBAL || bind == elf::STB_WEAK)
+        })
+    }
+
     /// Symbol `index`, decoded.
     #[inline]
     pub fn symbol(&self, index: usize) -> Result<Symbol<'a>> {

@@ -718,6 +718,9 @@ impl<'p, 'a> Image<'p, 'a> {
         let resolved = self.resolved();
         self.plan.loaded().flat_map(move |(_, entry)| {
             entry.symbols().skip(1).filter_map(move |(index, flat)| {
+                if !entry.object.may_be_global_definition(index) {
+                    return None;
+                }
                 let sym = entry.object.symbol(index).ok()?;
                 if !sym.is_defined() || !sym.is_global() || sym.name.is_empty() {
                     return None;

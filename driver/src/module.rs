@@ -204,12 +204,12 @@ impl Module {
             name: name.to_string(),
             available: self.functions().to_vec(),
         };
-        if T::IS_FUNCTION && !self.functions().iter().any(|f| f == name) {
-            return Err(unknown());
-        }
-        match self.symbol(name) {
+        match self.symbols.lookup(name) {
+            Some(found) if T::IS_FUNCTION && !found.is_function => Err(unknown()),
             // The symbol borrows `self` (the signature ties its lifetime to `&self`).
-            Some(address) if !address.is_null() => Ok(Symbol::new(address)),
+            Some(found) if found.address != 0 => {
+                Ok(Symbol::new(found.address as usize as *const u8))
+            }
             _ => Err(unknown()),
         }
     }
@@ -276,9 +276,7 @@ fn link<'o>(
     };
     let mut symbols = SymbolsBuilder::with_capacity(16, 256);
     for global in image.globals() {
-        if let Ok(name) = std::str::from_utf8(global.name) {
-            symbols.push(name, global.address, global.is_function);
-        }
+        symbols.push(global.name, global.address, global.is_function);
     }
     let observe = elfjit_observe::describe_image("module", objects, &image)?;
     Ok(Linked {

@@ -1,7 +1,9 @@
 //! A loaded module's global symbols: all names in one buffer, entries in symbol-table
 //! order, and an open-addressing hash index over them, so a load costs three allocations
 //! and linear time however many symbols it has (a map of `String`s cost an allocation per
-//! name, and for a 200-kernel object more than linking it).
+//! name, and for a 200-kernel object more than linking it). Names are kept as the object's
+//! bytes: a lookup by `&str` compares bytes (equal bytes are valid UTF-8), and only the
+//! list of function names, made on first use, needs them as text.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -15,40 +17,48 @@ struct Entry {
     is_function: bool,
 }
 
+/// A global found by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub address: u64,
+    pub is_function: bool,
+}
+
 /// Global symbols by name.
 #[derive(Debug, Default)]
 pub(crate) struct Symbols {
-    names: String,
+    names: Vec<u8>,
     /// In symbol-table order, one entry per name (the first definition wins).
     entries: Vec<Entry>,
     /// Open addressing, a power of two at least twice `entries.len()`: entry index + 1, or
     /// 0 for an empty slot.
     index: Vec<u32>,
-    /// The global functions' names in symbol-table order, made on first use.
+    /// The global functions' names in symbol-table order (those that are UTF-8), made on
+    /// first use.
     functions: OnceLock<Vec<String>>,
 }
 
 /// Collects `(name, address, is_function)` in symbol-table order.
 #[derive(Default)]
 pub(crate) struct SymbolsBuilder {
-    names: String,
+    names: Vec<u8>,
     entries: Vec<Entry>,
 }
 
 impl SymbolsBuilder {
     pub fn with_capacity(symbols: usize, name_bytes: usize) -> SymbolsBuilder {
         SymbolsBuilder {
-            names: String::with_capacity(name_bytes),
+            names: Vec::with_capacity(name_bytes),
             entries: Vec::with_capacity(symbols),
         }
     }
 
-    pub fn push(&mut self, name: &str, address: u64, is_function: bool) {
+    pub fn push(&mut self, name: &[u8], address: u64, is_function: bool) {
         let (Ok(start), Ok(len)) = (u32::try_from(self.names.len()), u32::try_from(name.len()))
         else {
             return;
         };
-        self.names.push_str(name);
+        self.names.extend_from_slice(name);
         self.entries.push(Entry {
             start,
             len,
@@ -78,17 +88,35 @@ impl SymbolsBuilder {
     }
 }
 
-fn slice<'n>(names: &'n str, e: &Entry) -> &'n str {
+fn slice<'n>(names: &'n [u8], e: &Entry) -> &'n [u8] {
     names
-        .get(e.start as usize..(e.start + e.len) as usize)
-        .unwrap_or("")
+        .get(e.start as usize..(e.start as usize).saturating_add(e.len as usize))
+        .unwrap_or(&[])
 }
 
-/// FNV-1a: names are short, so a simple byte hash is fast enough.
-fn hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+/// A multiply-xor hash over eight bytes at a time with murmur3's finalizer, so that the
+/// low bits the index uses depend on every byte (names differ mostly in their last
+/// digits). Not keyed: a module's names come from its own objects.
+fn hash(name: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut chunks = name.chunks_exact(8);
+    let mut h = name.len() as u64;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        h = (h ^ u64::from_le_bytes(word))
+            .wrapping_mul(K)
+            .rotate_left(31);
+    }
+    let mut last = [0u8; 8];
+    let rest = chunks.remainder();
+    last[..rest.len()].copy_from_slice(rest);
+    h ^= u64::from_le_bytes(last);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 impl Symbols {
@@ -96,8 +124,14 @@ impl Symbols {
     #[cfg_attr(not(feature = "dlopen-fallback"), allow(dead_code))]
     pub fn from_map(map: HashMap<String, u64>, functions: Vec<String>) -> Symbols {
         let mut b = SymbolsBuilder::with_capacity(map.len(), map.keys().map(String::len).sum());
+        let is_function: std::collections::HashSet<&str> =
+            functions.iter().map(String::as_str).collect();
         for (name, address) in &map {
-            b.push(name, *address, false);
+            b.push(
+                name.as_bytes(),
+                *address,
+                is_function.contains(name.as_str()),
+            );
         }
         let symbols = b.finish();
         let _ = symbols.functions.set(functions);
@@ -105,7 +139,7 @@ impl Symbols {
     }
 
     /// The entry named `name` (`Ok`), or the empty index slot where it would go (`Err`).
-    fn find(&self, name: &str) -> Result<&Entry, usize> {
+    fn find(&self, name: &[u8]) -> Result<&Entry, usize> {
         let mask = self.index.len().saturating_sub(1);
         let mut slot = hash(name) as usize & mask;
         // The index is at most half full, so an empty slot ends every probe.
@@ -125,9 +159,17 @@ impl Symbols {
         Err(usize::MAX)
     }
 
+    /// The address of global `name`, and whether it is a function.
+    pub fn lookup(&self, name: &str) -> Option<Found> {
+        self.find(name.as_bytes()).ok().map(|e| Found {
+            address: e.address,
+            is_function: e.is_function,
+        })
+    }
+
     /// The address of global `name`.
     pub fn get(&self, name: &str) -> Option<u64> {
-        self.find(name).ok().map(|e| e.address)
+        self.lookup(name).map(|f| f.address)
     }
 
     /// The global functions' names, in symbol-table order.
@@ -136,7 +178,8 @@ impl Symbols {
             self.entries
                 .iter()
                 .filter(|e| e.is_function)
-                .map(|e| slice(&self.names, e).to_string())
+                .filter_map(|e| std::str::from_utf8(slice(&self.names, e)).ok())
+                .map(str::to_string)
                 .collect()
         })
     }
@@ -149,12 +192,12 @@ mod tests {
     #[test]
     fn lookup_first_definition_wins_and_functions_keep_table_order() {
         let mut b = SymbolsBuilder::default();
-        b.push("zeta", 1, true);
-        b.push("alpha", 2, false);
-        b.push("mid", 3, true);
-        b.push("zeta", 4, true);
+        b.push(b"zeta", 1, true);
+        b.push(b"alpha", 2, false);
+        b.push(b"mid", 3, true);
+        b.push(b"zeta", 4, true);
         for i in 0..100 {
-            b.push(&format!("k{i}"), 100 + i, false);
+            b.push(format!("k{i}").as_bytes(), 100 + i, false);
         }
         let s = b.finish();
         assert!((0..100).all(|i| s.get(&format!("k{i}")) == Some(100 + i)));
@@ -162,10 +205,36 @@ mod tests {
         assert_eq!(s.get("alpha"), Some(2));
         assert_eq!(s.get("nope"), None);
         assert_eq!(s.functions(), ["zeta", "mid"]);
+        assert_eq!(
+            s.lookup("mid"),
+            Some(Found {
+                address: 3,
+                is_function: true
+            })
+        );
         let m = Symbols::from_map(HashMap::from([("f".to_string(), 9)]), vec!["f".into()]);
         assert_eq!(
             (m.get("f"), m.functions()),
             (Some(9), &["f".to_string()][..])
         );
+    }
+
+    /// Names of every length around the hash's eight-byte steps, names sharing a prefix,
+    /// and a name that is not UTF-8 (found by no `&str`, listed among no functions).
+    #[test]
+    fn names_of_any_length_and_bytes() {
+        let names: Vec<String> = (0..40).map(|n| "x".repeat(n)).collect();
+        let mut b = SymbolsBuilder::default();
+        b.push(b"\xff\xfe", 7, true);
+        for (i, name) in names.iter().enumerate() {
+            b.push(name.as_bytes(), i as u64, i % 2 == 0);
+        }
+        let s = b.finish();
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(s.get(name), Some(i as u64), "{name:?}");
+        }
+        assert_eq!(s.functions().len(), 20);
+        assert!(s.functions().iter().all(|f| f.len() % 2 == 0));
+        assert_eq!(s.get("\u{fffd}"), None);
     }
 }

@@ -170,7 +170,6 @@ macro_rules! relocations {
 
         /// Computes relocation `input` and writes it at the start of `place` (which runs to
         /// the end of its section). Nothing is written when it fails.
-        #[inline]
         pub(crate) fn apply(
             input: &$crate::arch::reloc::RelocInput,
             place: &mut [u8],
