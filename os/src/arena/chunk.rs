@@ -210,6 +210,7 @@ impl Region {
         } else {
             libc::MADV_DONTNEED
         };
+        sys::note_release(self.shared);
         // SAFETY: the caller guarantees the run is ours and unused. Released pages are
         // handed out as reading zero, so if the advice fails where the pages can be
         // written (writer view, data), zero them instead; it cannot fail on a range we
