@@ -141,8 +141,17 @@ pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
 }
 
 /// The system page size.
+///
+/// From the C library (`sysconf`), which has it from the auxiliary vector the kernel gave
+/// the process: rustix's `page_size` reads the auxiliary vector itself on first use
+/// (a `prctl` and a walk over it), a cost every fresh process paid on its first load.
 pub(crate) fn page_size() -> usize {
-    rustix::param::page_size()
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    match usize::try_from(size) {
+        Ok(size) if size.is_power_of_two() => size,
+        _ => rustix::param::page_size(),
+    }
 }
 
 /// `vm.max_map_count`, if readable.
