@@ -126,6 +126,7 @@ pub struct Arena {
 struct Shared {
     config: ArenaConfig,
     page: usize,
+    /// The fork generation the arena was made in (packed arenas only; 0 otherwise).
     fork_generation: u64,
     state: Mutex<State>,
     protect_calls: AtomicU64,
@@ -306,7 +307,13 @@ impl Arena {
             shared: Arc::new(Shared {
                 config,
                 page: sys::page_size(),
-                fork_generation: sys::fork_generation(),
+                // Only a packed arena's writable view is lost across `fork`; the hook
+                // (`pthread_atfork`, a first registration in most processes) is not
+                // needed otherwise.
+                fork_generation: match config.mode {
+                    Mode::Packed => sys::fork_generation(),
+                    Mode::PageGranular => 0,
+                },
                 state: Mutex::new(State::default()),
                 protect_calls: AtomicU64::new(0),
             }),
