@@ -19,7 +19,11 @@
 //!   backend `Module::load` used before the arena) + drop.
 //!
 //! `arena_cold/first_load`: the first `Module::load` + lookup in a fresh process (a child
-//! of this binary), against warm loads in the same child.
+//! of this binary), against warm loads in the same child, with the first load's minor page
+//! faults; then the first load after each preparation step ([`Prep`]) alone and after all
+//! of them, to show what the first load pays for. To profile the first load alone, run
+//! the child by hand: `ELFJIT_BENCH_ARENA_COLD=<object> ELFJIT_BENCH_ARENA_COLD_ONLY=1
+//! <this binary>` (no warm loads; prints `cold_ns prep_ns 0 faults`).
 //!
 //! After criterion, a summary prints every ratio and the per-relocation cost
 //! (big − small) / relocations. `cargo bench -p elfjit --bench arena`.
@@ -198,13 +202,53 @@ const COLD_PREP: &str = "ELFJIT_BENCH_ARENA_COLD_PREP";
 enum Prep {
     /// Look `expf` up (dlsym, libm).
     Resolve,
-    /// Touch 256 KiB of stack (the loader's ~200 KB plan lives there).
+    /// Touch 256 KiB of stack.
     Stack,
-    /// Make the process arena's first chunk (reserve, protect) and fault in its pages.
+    /// Make the process arena's first chunk (reserve, protect) and publish a page per
+    /// class in it (freed into the arena's pool, not released).
     Arena,
+    /// Map every page of this executable (read one byte of each page of its mappings): the
+    /// page faults a first run of our code takes, without running it.
+    Text,
+    /// Load the object into another arena and drop it: everything a first load does for
+    /// the first time (our code's pages and caches, the heap, symbol lookups, observer
+    /// settings) except the process arena's first chunk.
+    Elsewhere,
 }
 
-const PREPS: [Prep; 3] = [Prep::Resolve, Prep::Stack, Prep::Arena];
+const PREPS: [Prep; 5] = [
+    Prep::Resolve,
+    Prep::Stack,
+    Prep::Arena,
+    Prep::Text,
+    Prep::Elsewhere,
+];
+
+/// Reads a byte of every page this executable's file is mapped at.
+fn touch_own_pages() {
+    let exe = std::env::current_exe().expect("exe");
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let path = fields.nth(3).map(std::path::Path::new);
+        if path != Some(exe.as_path()) || !perms.starts_with('r') {
+            continue;
+        }
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let lo = usize::from_str_radix(lo, 16).expect("hex");
+        let hi = usize::from_str_radix(hi, 16).expect("hex");
+        for page in (lo..hi).step_by(4096) {
+            // SAFETY: the page lies in a readable mapping of our own executable, which
+            // stays mapped for the life of the process.
+            black_box(unsafe { std::ptr::read_volatile(page as *const u8) });
+        }
+    }
+}
 
 #[inline(never)]
 fn touch_stack() {
@@ -228,7 +272,7 @@ fn cold_child(path: &str) {
             Prep::Arena => {
                 let mut b = Arena::process().backend();
                 let request = elfjit_core::SegmentRequest {
-                    size: 4096 * 20,
+                    size: 4096,
                     align: 16,
                 };
                 b.allocate(&elfjit_core::Layout::new([request; 3]))
@@ -240,15 +284,29 @@ fn cold_child(path: &str) {
                 }
                 b.publish().expect("publish");
             }
+            Prep::Text => touch_own_pages(),
+            Prep::Elsewhere => {
+                let other = Arena::new();
+                let m = Module::load_in(&other, &object).expect("load");
+                black_box(m.symbol("saxpy"));
+            }
         }
     }
     let resolve = t.elapsed();
+    let faults = minor_faults();
     let t = Clock::now();
     let m = Module::load(&object).expect("load");
     black_box(m.symbol("saxpy"));
     let cold = t.elapsed();
+    let faults = minor_faults() - faults;
     drop(m);
-    let mut warm: Vec<Duration> = (0..200)
+    // For profiling the first load alone: no warm loads (their median prints as 0).
+    let warm_runs = if std::env::var_os(COLD_ONLY).is_some() {
+        0
+    } else {
+        200
+    };
+    let mut warm: Vec<Duration> = (0..warm_runs)
         .map(|_| {
             let t = Clock::now();
             let m = Module::load(&object).expect("load");
@@ -259,14 +317,27 @@ fn cold_child(path: &str) {
         .collect();
     warm.sort_unstable();
     println!(
-        "{} {} {}",
+        "{} {} {} {faults}",
         cold.as_nanos(),
         resolve.as_nanos(),
-        warm[warm.len() / 2].as_nanos()
+        warm.get(warm.len() / 2).map_or(0, Duration::as_nanos)
     );
 }
 
-fn run_cold_child(object: &std::path::Path, prep: &str) -> (u64, u64, u64) {
+/// Set in a child (for profiling the first load alone): no warm loads after it.
+const COLD_ONLY: &str = "ELFJIT_BENCH_ARENA_COLD_ONLY";
+
+/// Minor page faults of this thread so far.
+fn minor_faults() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes the struct we pass.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    usage.ru_minflt as u64
+}
+
+/// One child's `(first load, preparation, warm load, first load's minor faults)`.
+fn run_cold_child(object: &std::path::Path, prep: &str) -> (u64, u64, u64, u64) {
     let mut cmd = Command::new(std::env::current_exe().expect("exe"));
     cmd.env(COLD_CHILD, object).env(COLD_PREP, prep);
     let out = cmd.output().expect("child");
@@ -280,7 +351,7 @@ fn run_cold_child(object: &std::path::Path, prep: &str) -> (u64, u64, u64) {
         .split_whitespace()
         .map(|n| n.parse().expect("number"))
         .collect();
-    (v[0], v[1], v[2])
+    (v[0], v[1], v[2], v[3])
 }
 
 fn bench_cold<M: Measurement<Value = Duration>>(c: &mut Criterion<M>) {
@@ -290,7 +361,7 @@ fn bench_cold<M: Measurement<Value = Duration>>(c: &mut Criterion<M>) {
     std::fs::write(&path, compile(SAXPY)).expect("write");
     let mut group = c.benchmark_group("arena_cold");
     group.sample_size(20);
-    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+    let mut runs: Vec<(u64, u64, u64, u64)> = Vec::new();
     group.bench_function("first_load", |b| {
         b.iter_custom(|iters| {
             (0..iters)
@@ -309,24 +380,25 @@ fn bench_cold<M: Measurement<Value = Duration>>(c: &mut Criterion<M>) {
     };
     let mut cold: Vec<u64> = runs.iter().map(|r| r.0).collect();
     let mut warm: Vec<u64> = runs.iter().map(|r| r.2).collect();
-    let (cold, warm) = (median(&mut cold), median(&mut warm));
+    let mut faults: Vec<u64> = runs.iter().map(|r| r.3).collect();
+    let (cold, warm, faults) = (median(&mut cold), median(&mut warm), median(&mut faults));
     // The first load after each preparation alone, and after all of them.
     let mut after = Vec::new();
     let all = PREPS.map(|p| format!("{p:?}")).join(",");
     for prep in PREPS.iter().map(|p| format!("{p:?}")).chain([all]) {
-        let (mut first, mut cost): (Vec<u64>, Vec<u64>) = (0..15)
-            .map(|_| run_cold_child(&path, &prep))
-            .map(|r| (r.0, r.1))
-            .unzip();
-        after.push((prep, median(&mut cost), median(&mut first)));
+        let children: Vec<_> = (0..15).map(|_| run_cold_child(&path, &prep)).collect();
+        let pick =
+            |f: fn(&(u64, u64, u64, u64)) -> u64| median(&mut children.iter().map(f).collect());
+        let (cost, first, faults) = (pick(|r| r.1), pick(|r| r.0), pick(|r| r.3));
+        after.push((prep, cost, first, faults));
     }
-    COLD.with(|c| *c.borrow_mut() = Some((cold, warm, after)));
+    COLD.with(|c| *c.borrow_mut() = Some((cold, warm, faults, after)));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Cold first load, warm load (medians), and per preparation: (steps, their cost, the
-/// first load after them).
-type ColdFigures = (u64, u64, Vec<(String, u64, u64)>);
+/// Cold first load, warm load, the first load's minor page faults (medians), and per
+/// preparation: (steps, their cost, the first load after them, its faults).
+type ColdFigures = (u64, u64, u64, Vec<(String, u64, u64, u64)>);
 
 thread_local! {
     static COLD: std::cell::RefCell<Option<ColdFigures>> = const { std::cell::RefCell::new(None) };
@@ -406,17 +478,19 @@ fn summary() {
             per(small.3, big.3)
         );
     }
-    if let Some((cold, warm, after)) = COLD.with(|c| c.borrow().clone()) {
+    if let Some((cold, warm, faults, after)) = COLD.with(|c| c.borrow().clone()) {
         let us = |ns: u64| ns as f64 / 1e3;
         println!(
-            "cold first load {:.1} us, warm load in the same process {:.1} us: {:.1}x",
+            "cold first load {:.1} us ({faults} minor faults), warm load in the same process \
+             {:.1} us: {:.1}x",
             us(cold),
             us(warm),
             cold as f64 / warm.max(1) as f64
         );
-        for (prep, cost, first) in after {
+        for (prep, cost, first, faults) in after {
             println!(
-                "  after {prep} first ({:.1} us): first load {:.1} us ({:.1}x warm)",
+                "  after {prep} first ({:.1} us): first load {:.1} us ({:.1}x warm, \
+                 {faults} minor faults)",
                 us(cost),
                 us(first),
                 first as f64 / warm.max(1) as f64

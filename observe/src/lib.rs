@@ -187,7 +187,11 @@ pub fn features() -> Result<Features, Error> {
     }
     match env_features() {
         Ok(wanted) => {
-            enable(wanted)?;
+            // Nothing asked for (the common case): no files, and none of `enable`'s
+            // path-making (a `getpid`, a format, an environment read) on the first load.
+            if !wanted.is_empty() {
+                enable(wanted)?;
+            }
             ACTIVE.fetch_or(ENV_READ, Ordering::AcqRel);
             ACTIVE.fetch_and(!ENV_BAD, Ordering::AcqRel);
             Ok(Features(

@@ -11,7 +11,7 @@
 
 use crate::builtins;
 use elfjit_core::SymbolResolver;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::sync::{OnceLock, RwLock};
 
@@ -42,10 +42,12 @@ fn dlsym(handle: *mut libc::c_void, name: &CStr) -> Option<u64> {
     (!address.is_null()).then_some(address as u64)
 }
 
-/// Addresses already found, by name.
-fn found() -> &'static RwLock<HashMap<Box<[u8]>, u64>> {
-    static FOUND: OnceLock<RwLock<HashMap<Box<[u8]>, u64>>> = OnceLock::new();
-    FOUND.get_or_init(|| RwLock::new(HashMap::new()))
+/// Addresses already found, by name. An ordered map rather than a `HashMap`: it needs
+/// no initialisation (a `HashMap`'s random keys cost a fresh process a `getrandom` call
+/// on its first load), and it holds only names something defines, a few hundred at most.
+fn found() -> &'static RwLock<BTreeMap<Box<[u8]>, u64>> {
+    static FOUND: RwLock<BTreeMap<Box<[u8]>, u64>> = RwLock::new(BTreeMap::new());
+    &FOUND
 }
 
 impl ProcessResolver {

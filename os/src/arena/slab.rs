@@ -83,16 +83,17 @@ pub(crate) struct Slabs {
 }
 
 impl Slabs {
+    /// No slabs. Allocates nothing: the class table is made by the first `take` (a
+    /// page-granular arena never takes a slot, and every chunk has three `Slabs`).
     pub fn new() -> Slabs {
-        Slabs {
-            classes: vec![Class::default(); CLASSES.len()],
-            slabs: Vec::new(),
-            free_ids: Vec::new(),
-        }
+        Slabs::default()
     }
 
     /// A slot of class `class`, making a slab from `runs` if no slab has room.
     pub fn take(&mut self, class: u8, runs: &mut PageRuns, page: u32) -> Option<Slot> {
+        if self.classes.is_empty() {
+            self.classes = vec![Class::default(); CLASSES.len()];
+        }
         let size = class_size(class);
         let ci = usize::from(class);
         let listed = self.classes.get(ci)?.partial.last().copied();

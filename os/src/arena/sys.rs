@@ -141,8 +141,17 @@ pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
 }
 
 /// The system page size.
+///
+/// From the C library (`sysconf`), which has it from the auxiliary vector the kernel gave
+/// the process: rustix's `page_size` reads the auxiliary vector itself on first use
+/// (a `prctl` and a walk over it), a cost every fresh process paid on its first load.
 pub(crate) fn page_size() -> usize {
-    rustix::param::page_size()
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    match usize::try_from(size) {
+        Ok(size) if size.is_power_of_two() => size,
+        _ => rustix::param::page_size(),
+    }
 }
 
 /// `vm.max_map_count`, if readable.
@@ -193,19 +202,57 @@ pub(crate) fn fork_generation() -> u64 {
     FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Whether pages released with `MADV_DONTNEED` (private anonymous) and `MADV_REMOVE`
-/// (memfd) read as zero afterwards, as Linux documents. Checked once on a page of each:
-/// emulators such as qemu-user may treat the advice as a hint and keep the contents, and
-/// then the arena zeroes released pages itself before handing them out.
-pub(crate) fn released_pages_read_zero() -> bool {
-    static ZEROES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ZEROES.get_or_init(|| {
-        probe_release(None) && memfd(page_size()).map_or(true, |fd| probe_release(Some(&fd)))
-    })
+/// Whether any arena of this process has released written pages to the OS, private
+/// (`MADV_DONTNEED`) and shared (memfd, `MADV_REMOVE`). Until one has, every page in an
+/// arena's free extents is one the kernel has never handed out, and reads as zero whatever
+/// the advice does: the probe below is needed only from then on.
+static RELEASED: [std::sync::atomic::AtomicBool; 2] = [
+    std::sync::atomic::AtomicBool::new(false),
+    std::sync::atomic::AtomicBool::new(false),
+];
+
+/// Records that written pages of the kind `shared` (memfd) or private are being released.
+/// Called before the advice, so that whoever takes the pages next (after the arena's lock
+/// that orders the two) sees it.
+pub(crate) fn note_release(shared: bool) {
+    if let Some(flag) = RELEASED.get(usize::from(shared)) {
+        flag.store(true, std::sync::atomic::Ordering::Release);
+    }
 }
+
+/// Whether pages from an arena's free extents of the kind `shared` (memfd) or private read
+/// as zero: always, until such pages were released (they were never written), then as
+/// [`released_pages_read_zero`] says. A first load in a process thus pays for no probe.
+pub(crate) fn free_pages_read_zero(shared: bool) -> bool {
+    let released = RELEASED
+        .get(usize::from(shared))
+        .is_none_or(|f| f.load(std::sync::atomic::Ordering::Acquire));
+    !released || released_pages_read_zero(shared)
+}
+
+/// Whether pages released with `MADV_DONTNEED` (private anonymous; `shared` false) or
+/// `MADV_REMOVE` (memfd; `shared` true) read as zero afterwards, as Linux documents.
+/// Checked once per kind on a page: emulators such as qemu-user may treat the advice as a
+/// hint and keep the contents, and then the arena zeroes released pages itself before
+/// handing them out.
+pub(crate) fn released_pages_read_zero(shared: bool) -> bool {
+    static PRIVATE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static SHARED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if shared {
+        *SHARED.get_or_init(|| memfd(page_size()).map_or(true, |fd| probe_release(Some(&fd))))
+    } else {
+        *PRIVATE.get_or_init(|| probe_release(None))
+    }
+}
+
+/// Probes made so far (for the test that a first load makes none).
+#[cfg(test)]
+pub(crate) static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Writes a page, releases it, and reads it back: whether it reads as zero.
 fn probe_release(fd: Option<&OwnedFd>) -> bool {
+    #[cfg(test)]
+    PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let len = page_size();
     let Ok(base) = reserve(len) else {
         return false;
