@@ -54,8 +54,14 @@ impl Symbol<'_> {
     /// Visible to other objects (global or weak).
     #[inline]
     pub fn is_global(&self) -> bool {
-        self.bind == elf::STB_GLOBAL || self.bind == elf::STB_WEAK
+        is_global_bind(self.bind)
     }
+}
+
+/// A binding visible to other objects (global or weak).
+#[inline]
+fn is_global_bind(bind: SymbolBind) -> bool {
+    bind == elf::STB_GLOBAL || bind == elf::STB_WEAK
 }
 
 /// A section's fields, decoded.
@@ -518,16 +524,15 @@ impl<'a> Object<'a> {
         self.symbols.len()
     }
 
-    /// Whether symbol `index` may be a named global (or weak) definition, read from its
-    /// entry without decoding its name: a cheap filter before [`symbol`](Object::symbol)
-    /// (a name at a non-zero offset can still be empty).
+    /// Whether symbol `index` is a global (or weak) definition with a name offset, read
+    /// from its entry without decoding its name: a cheap filter before
+    /// [`symbol`](Object::symbol) (a name at a non-zero offset can still be empty).
     #[inline]
     pub fn may_be_global_definition(&self, index: usize) -> bool {
         self.symbols.get(index).is_some_and(|sym| {
-            let bind = sym.st_bind();
             sym.st_name.get(LE) != 0
                 && sym.st_shndx.get(LE) != elf::SHN_UNDEF
-                && (bind == elf::STB_GLOBAL || bind == elf::STB_WEAK)
+                && is_global_bind(sym.st_bind())
         })
     }
 

@@ -718,11 +718,12 @@ impl<'p, 'a> Image<'p, 'a> {
         let resolved = self.resolved();
         self.plan.loaded().flat_map(move |(_, entry)| {
             entry.symbols().skip(1).filter_map(move |(index, flat)| {
+                // Global and defined, read from the raw entry; only its name is left.
                 if !entry.object.may_be_global_definition(index) {
                     return None;
                 }
                 let sym = entry.object.symbol(index).ok()?;
-                if !sym.is_defined() || !sym.is_global() || sym.name.is_empty() {
+                if sym.name.is_empty() {
                     return None;
                 }
                 let s = resolved.symbols.get(flat)?;
