@@ -40,12 +40,17 @@ fn hammer(mode: Mode) {
     };
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (arena, object) = (arena.clone(), object.clone());
+            let (arena, object, samples) = (arena.clone(), object.clone(), samples.clone());
             std::thread::spawn(move || {
                 let mut loader = Loader::new(&object);
                 let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ ((t as u64 + 1) * 0x9e37_79b9));
                 let mut kept: Vec<Option<(InArena, i32)>> = (0..16).map(|_| None).collect();
-                for _ in 0..cycles {
+                // At least `cycles`, and on until the sampler has seen the run ten times
+                // (a fast machine can finish the cycles between two samples).
+                for cycle in 0.. {
+                    if cycle >= cycles && samples.load(Ordering::Relaxed) >= 10 {
+                        break;
+                    }
                     let m = loader.load(&arena, "saxpy").expect("load");
                     // SAFETY: a live saxpy, called for the first time.
                     unsafe { check_saxpy(m.entry, 1) };
