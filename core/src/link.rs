@@ -10,7 +10,7 @@ use crate::arch::reloc::{Applied, Failure, HiInput, Pair, RelocInput, StubInput}
 use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};
-use crate::memory::{MemoryBackend, Placement, SegmentKind, SymbolResolver};
+use crate::memory::{Layout, MemoryBackend, Placement, SegmentKind, SymbolResolver};
 use crate::plan::{
     terminator_size, Base, BaseOffset, Definition, ExternalSlot, GotSlot, LowHalf, Plan,
     SectionPlace, StubIndex, SymbolEntry, SymbolIndex, GOT_SLOT_SIZE,
@@ -45,23 +45,36 @@ struct Bases {
     by_base: [u64; Base::COUNT],
 }
 
+/// `placement` with each empty segment that the backend gave no address (backends may
+/// report 0 for one) moved to the first non-empty segment's start. Symbols in empty
+/// sections (a zero-length array, a section-start marker) then get an address inside the
+/// image instead of NULL, and the image's relative relocations keep small distances. An
+/// image with no bytes at all keeps what the backend reported.
+fn anchor_empty_segments(layout: Layout, placement: Placement) -> Placement {
+    let anchor = SegmentKind::ALL
+        .into_iter()
+        .find(|&kind| layout.get(kind).size != 0)
+        .map_or(0, |kind| placement.target(kind));
+    Placement::new(SegmentKind::ALL.map(|kind| {
+        let target = placement.target(kind);
+        if layout.get(kind).size == 0 && target == 0 {
+            anchor
+        } else {
+            target
+        }
+    }))
+}
+
 impl Bases {
     fn new(plan: &Plan<'_>, placement: Placement) -> Bases {
+        let placement = anchor_empty_segments(plan.layout, placement);
         // An image with neither read-only data nor GOT slots has no read-only segment, yet
         // GOT-relative relocations (GOTPC32, GOTOFF64) still need one reference point near
-        // the code: its code segment's start.
-        let got = if plan.layout.get(SegmentKind::ReadOnly).size == 0 {
-            let code = placement.target(SegmentKind::Code);
-            if code != 0 {
-                code
-            } else {
-                placement.target(SegmentKind::Data)
-            }
-        } else {
-            placement
-                .target(SegmentKind::ReadOnly)
-                .wrapping_add(plan.got_offset)
-        };
+        // the code: the anchor `anchor_empty_segments` gave it, the code segment's start
+        // (or the data segment's, in an image without code).
+        let got = placement
+            .target(SegmentKind::ReadOnly)
+            .wrapping_add(plan.got_offset);
         Bases {
             placement,
             got,

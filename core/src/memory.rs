@@ -150,7 +150,9 @@ impl Placement {
 pub trait MemoryBackend {
     /// Provides writable memory for every non-empty segment of `layout`, each starting at a
     /// target address that is a multiple of its `align`, and returns those addresses.
-    /// Called once per image.
+    /// Called once per image. An empty segment's address may be reported as 0: the linker
+    /// then places it (and the symbols of its empty sections) at the first non-empty
+    /// segment's start.
     fn allocate(&mut self, layout: &Layout) -> Result<Placement, BackendError>;
 
     /// The writable bytes of segment `kind` (at least its requested size), or `None` when
@@ -239,7 +241,9 @@ impl MemoryBackend for SliceBackend<'_> {
                     0,
                 ));
             }
-            *target = if segment.size == 0 { 0 } else { address };
+            // An empty segment has an address here too (where it would start), so that
+            // even an image with no bytes has one.
+            *target = address;
         }
         self.segments = segments;
         self.size = size;
@@ -346,7 +350,8 @@ mod tests {
         assert!(backend.segment_mut(SegmentKind::Code).is_none());
         let placement = backend.allocate(&layout()).unwrap_or_default();
         assert_eq!(placement.target(SegmentKind::Code), 0x10_0000);
-        assert_eq!(placement.target(SegmentKind::ReadOnly), 0);
+        // The empty segment still has the address where it would start.
+        assert_eq!(placement.target(SegmentKind::ReadOnly), 0x10_2000);
         assert_eq!(placement.target(SegmentKind::Data), 0x10_4000);
         assert_eq!(
             backend.segment_mut(SegmentKind::Code).map(|s| s.len()),

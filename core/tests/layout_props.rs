@@ -60,9 +60,11 @@ fn build(specs: &[Spec]) -> Vec<u8> {
     obj.write().unwrap()
 }
 
-/// Records what the linker asks of its backend.
+/// Records what the linker asks of its backend. With `zero_empty` it reports 0 for empty
+/// segments, as the mmap and arena backends do, instead of the slice backend's address.
 struct Recording<'b> {
     inner: SliceBackend<'b>,
+    zero_empty: bool,
     layouts: Vec<Layout>,
     publishes: usize,
 }
@@ -70,7 +72,17 @@ struct Recording<'b> {
 impl MemoryBackend for Recording<'_> {
     fn allocate(&mut self, layout: &Layout) -> Result<Placement, elfjit_core::BackendError> {
         self.layouts.push(*layout);
-        self.inner.allocate(layout)
+        let placement = self.inner.allocate(layout)?;
+        if !self.zero_empty {
+            return Ok(placement);
+        }
+        Ok(Placement::new(SegmentKind::ALL.map(|kind| {
+            if layout.get(kind).size == 0 {
+                0
+            } else {
+                placement.target(kind)
+            }
+        })))
     }
     fn segment_mut(&mut self, kind: SegmentKind) -> Option<&mut [u8]> {
         assert_eq!(self.publishes, 0, "written after publishing");
@@ -97,7 +109,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn layout_invariants(specs in specs(), page_log2 in prop::sample::select(vec![12u32, 14, 16]), base_pages in 0u64..(1 << 30)) {
+    fn layout_invariants(specs in specs(), page_log2 in prop::sample::select(vec![12u32, 14, 16]), base_pages in 0u64..(1 << 30), zero_empty in any::<bool>()) {
         let page = 1u64 << page_log2;
         let base = base_pages * page;
         let bytes = build(&specs);
@@ -146,12 +158,16 @@ proptest! {
         // Linking: one allocation of exactly the plan's layout, one publish; symbols land
         // inside the image; no segment ends up writable and executable.
         let mut buffer = vec![0u8; plan.image_size() as usize];
-        let mut backend = Recording { inner: SliceBackend::new(&mut buffer, base, page), layouts: Vec::new(), publishes: 0 };
+        let mut backend = Recording { inner: SliceBackend::new(&mut buffer, base, page), zero_empty, layouts: Vec::new(), publishes: 0 };
         let image = plan.link(&mut backend, &mut NoSymbols).unwrap();
-        for (i, spec) in specs.iter().enumerate() {
+        for i in 0..specs.len() {
             let address = image.symbol(&format!("sym{i}")).unwrap();
-            prop_assert!(address >= base && address <= base + end);
-            let _ = spec;
+            if end == 0 && zero_empty {
+                // No bytes and no address from the backend: nothing to anchor to.
+                prop_assert_eq!(address, 0);
+            } else {
+                prop_assert!(address >= base && address <= base + end, "sym{} at {:#x}, image [{:#x}, {:#x}]", i, address, base, base + end);
+            }
         }
         let plan = image.plan();
         for kind in SegmentKind::ALL {
@@ -172,4 +188,59 @@ proptest! {
         prop_assert_eq!(&backend.layouts, &vec![plan.layout()]);
         prop_assert_eq!(backend.publishes, 1);
     }
+}
+
+/// Links `specs` at `base` and returns each symbol's address.
+fn link_symbols(specs: &[Spec], base: u64, zero_empty: bool) -> Vec<u64> {
+    let bytes = build(specs);
+    let plan = Plan::new(&[&bytes], 0x1000).unwrap();
+    let mut buffer = vec![0u8; plan.image_size() as usize];
+    let mut backend = Recording {
+        inner: SliceBackend::new(&mut buffer, base, 0x1000),
+        zero_empty,
+        layouts: Vec::new(),
+        publishes: 0,
+    };
+    let image = plan.link(&mut backend, &mut NoSymbols).unwrap();
+    (0..specs.len())
+        .map(|i| image.symbol(&format!("sym{i}")).unwrap())
+        .collect()
+}
+
+/// The case proptest once found: an object whose only section is empty. Its image has no
+/// bytes, and its symbol gets the backend's address for it.
+#[test]
+fn symbol_of_an_empty_image_is_at_its_base() {
+    let empty = [Spec {
+        kind: 0,
+        size: 0,
+        align_log2: 0,
+    }];
+    assert_eq!(link_symbols(&empty, 0x40_0000, false), vec![0x40_0000]);
+    assert_eq!(link_symbols(&empty, 0x40_0000, true), vec![0]);
+}
+
+/// A symbol in an empty read-only section, beside code, is at the code's start when the
+/// backend gives the empty segment no address: never NULL.
+#[test]
+fn symbol_of_an_empty_segment_is_anchored_in_the_image() {
+    let specs = [
+        Spec {
+            kind: 0,
+            size: 64,
+            align_log2: 4,
+        },
+        Spec {
+            kind: 1,
+            size: 0,
+            align_log2: 0,
+        },
+    ];
+    assert_eq!(
+        link_symbols(&specs, 0x40_0000, true),
+        vec![0x40_0000 + 64, 0x40_0000]
+    );
+    let sliced = link_symbols(&specs, 0x40_0000, false);
+    assert_eq!(sliced[0], 0x40_0000 + 64);
+    assert!(sliced[1] >= 0x40_0000 && sliced[1] <= 0x40_0000 + 0x1000);
 }
