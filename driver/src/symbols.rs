@@ -6,6 +6,7 @@
 //! list of function names, made on first use, needs them as text.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 #[derive(Clone, Copy, Debug)]
@@ -28,14 +29,25 @@ pub(crate) struct Found {
 #[derive(Debug, Default)]
 pub(crate) struct Symbols {
     names: Vec<u8>,
-    /// In symbol-table order, one entry per name (the first definition wins).
+    /// In symbol-table order, as pushed; where a name repeats, the first entry wins.
     entries: Vec<Entry>,
-    /// Open addressing, a power of two at least twice `entries.len()`: entry index + 1, or
-    /// 0 for an empty slot.
-    index: Vec<u32>,
+    /// Lookups answered by scanning `entries`, up to [`SCANNED_LOOKUPS`].
+    scans: AtomicU32,
+    /// Made by the first lookup after those.
+    index: OnceLock<Index>,
     /// The global functions' names in symbol-table order (those that are UTF-8), made on
     /// first use.
     functions: OnceLock<Vec<String>>,
+}
+
+/// How many lookups a module answers by scanning before it builds its hash index.
+const SCANNED_LOOKUPS: u32 = 8;
+
+/// Open addressing over `Symbols::entries`: entry index + 1, or 0 for an empty slot; a
+/// power of two at least twice the number of names, so an empty slot ends every probe.
+#[derive(Debug)]
+struct Index {
+    slots: Vec<u32>,
 }
 
 /// Collects `(name, address, is_function)` in symbol-table order.
@@ -68,23 +80,11 @@ impl SymbolsBuilder {
     }
 
     pub fn finish(self) -> Symbols {
-        let SymbolsBuilder { names, entries } = self;
-        let mut symbols = Symbols {
-            names,
-            entries: Vec::with_capacity(entries.len()),
-            index: vec![0; (entries.len() * 2).next_power_of_two().max(4)],
-            functions: OnceLock::new(),
-        };
-        for e in entries {
-            let name = slice(&symbols.names, &e);
-            if let Err(slot) = symbols.find(name) {
-                symbols.entries.push(e);
-                if let Some(s) = symbols.index.get_mut(slot) {
-                    *s = symbols.entries.len() as u32;
-                }
-            }
+        Symbols {
+            names: self.names,
+            entries: self.entries,
+            ..Symbols::default()
         }
-        symbols
     }
 }
 
@@ -138,19 +138,49 @@ impl Symbols {
         symbols
     }
 
-    /// The entry named `name` (`Ok`), or the empty index slot where it would go (`Err`).
-    fn find(&self, name: &[u8]) -> Result<&Entry, usize> {
-        let mask = self.index.len().saturating_sub(1);
+    /// The first entry named `name`, by scan or through the index.
+    fn find(&self, name: &[u8]) -> Option<&Entry> {
+        if let Some(index) = self.index.get() {
+            return self.probe(index, name).ok().and_then(|i| self.entries.get(i));
+        }
+        if self.scans.fetch_add(1, Ordering::Relaxed) < SCANNED_LOOKUPS {
+            return self
+                .entries
+                .iter()
+                .find(|e| e.len as usize == name.len() && slice(&self.names, e) == name);
+        }
+        let index = self.index.get_or_init(|| self.build_index());
+        self.probe(index, name).ok().and_then(|i| self.entries.get(i))
+    }
+
+    /// The index over the entries; a repeated name keeps its first entry.
+    fn build_index(&self) -> Index {
+        let mut index = Index {
+            slots: vec![0; (self.entries.len() * 2).next_power_of_two().max(4)],
+        };
+        for (i, e) in self.entries.iter().enumerate() {
+            if let Err(slot) = self.probe(&index, slice(&self.names, e)) {
+                if let Some(s) = index.slots.get_mut(slot) {
+                    *s = i as u32 + 1;
+                }
+            }
+        }
+        index
+    }
+
+    /// The position in `entries` of the entry `index` holds for `name` (`Ok`), or the
+    /// empty slot where it would go (`Err`).
+    fn probe(&self, index: &Index, name: &[u8]) -> Result<usize, usize> {
+        let slots = &index.slots;
+        let mask = slots.len().saturating_sub(1);
         let mut slot = hash(name) as usize & mask;
-        // The index is at most half full, so an empty slot ends every probe.
-        for _ in 0..self.index.len() {
-            match self.index.get(slot).copied() {
+        for _ in 0..slots.len() {
+            match slots.get(slot).copied() {
                 Some(0) | None => return Err(slot),
                 Some(i) => {
-                    if let Some(e) = self.entries.get(i as usize - 1) {
-                        if slice(&self.names, e) == name {
-                            return Ok(e);
-                        }
+                    let at = i as usize - 1;
+                    if self.entries.get(at).is_some_and(|e| slice(&self.names, e) == name) {
+                        return Ok(at);
                     }
                 }
             }
@@ -161,7 +191,7 @@ impl Symbols {
 
     /// The address of global `name`, and whether it is a function.
     pub fn lookup(&self, name: &str) -> Option<Found> {
-        self.find(name.as_bytes()).ok().map(|e| Found {
+        self.find(name.as_bytes()).map(|e| Found {
             address: e.address,
             is_function: e.is_function,
         })
@@ -175,10 +205,15 @@ impl Symbols {
     /// The global functions' names, in symbol-table order.
     pub fn functions(&self) -> &[String] {
         self.functions.get_or_init(|| {
+            let index = self.index.get_or_init(|| self.build_index());
             self.entries
                 .iter()
-                .filter(|e| e.is_function)
-                .filter_map(|e| std::str::from_utf8(slice(&self.names, e)).ok())
+                .enumerate()
+                .filter(|(_, e)| e.is_function)
+                .map(|(i, e)| (i, slice(&self.names, e)))
+                // Each name once: where it repeats, the entry lookups find.
+                .filter(|&(i, name)| self.probe(index, name) == Ok(i))
+                .filter_map(|(_, name)| std::str::from_utf8(name).ok())
                 .map(str::to_string)
                 .collect()
         })
@@ -200,7 +235,10 @@ mod tests {
             b.push(format!("k{i}").as_bytes(), 100 + i, false);
         }
         let s = b.finish();
-        assert!((0..100).all(|i| s.get(&format!("k{i}")) == Some(100 + i)));
+        // The first lookups scan, the later ones use the index: both find the same.
+        let expected = |i: u64| Some(100 + i);
+        assert!((0..100).all(|i| s.get(&format!("k{i}")) == expected(i)));
+        assert!(s.index.get().is_some(), "a hundred lookups built the index");
         assert_eq!(s.get("zeta"), Some(1));
         assert_eq!(s.get("alpha"), Some(2));
         assert_eq!(s.get("nope"), None);
@@ -236,5 +274,28 @@ mod tests {
         assert_eq!(s.functions().len(), 20);
         assert!(s.functions().iter().all(|f| f.len() % 2 == 0));
         assert_eq!(s.get("\u{fffd}"), None);
+    }
+
+    /// The scans of the first lookups and the index after them give the same answers,
+    /// first definition winning in both, and the function list names a repeated function
+    /// once even before any lookup.
+    #[test]
+    fn scanned_and_indexed_lookups_agree() {
+        let build = || {
+            let mut b = SymbolsBuilder::default();
+            for (name, address) in [("zeta", 1), ("alpha", 2), ("zeta", 3), ("zet", 4)] {
+                b.push(name.as_bytes(), address, true);
+            }
+            b.finish()
+        };
+        assert_eq!(build().functions(), ["zeta", "alpha", "zet"]);
+        let s = build();
+        let ask = |s: &Symbols| ["zeta", "alpha", "zet", "ze", "nope", ""].map(|n| s.get(n));
+        let want = [Some(1), Some(2), Some(4), None, None, None];
+        assert_eq!(ask(&s), want);
+        assert!(s.index.get().is_none(), "six lookups were scans");
+        assert_eq!(ask(&s), want);
+        assert!(s.index.get().is_some(), "the ninth lookup built the index");
+        assert_eq!(ask(&s), want);
     }
 }
