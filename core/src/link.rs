@@ -731,16 +731,18 @@ impl<'p, 'a> Image<'p, 'a> {
         let resolved = self.resolved();
         self.plan.loaded().flat_map(move |(_, entry)| {
             entry.symbols().skip(1).filter_map(move |(index, flat)| {
-                // Global and defined, read from the raw entry; only its name is left.
-                if !entry.object.may_be_global_definition(index) {
+                // Defined in the image (the plan's entry, at hand), then global (the raw
+                // entry); only then is the name decoded.
+                let s = resolved.symbols.get(flat)?;
+                let defined = matches!(
+                    s.def,
+                    Definition::Placed { .. } | Definition::Absolute(_) | Definition::Common { .. }
+                );
+                if !defined || !entry.object.may_be_global_definition(index) {
                     return None;
                 }
                 let sym = entry.object.symbol(index).ok()?;
                 if sym.name.is_empty() {
-                    return None;
-                }
-                let s = resolved.symbols.get(flat)?;
-                if matches!(s.def, Definition::Unloaded | Definition::Nothing) {
                     return None;
                 }
                 Some(Global {

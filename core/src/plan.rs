@@ -1026,8 +1026,14 @@ impl<'a> Plan<'a> {
         if self.names.len() == 0 {
             return Ok(());
         }
-        // Definitions first: a reference may bind to a later object's definition.
-        for pass in [Pass::Definitions, Pass::References] {
+        // Definitions first: a reference may bind to a later object's definition. A lone
+        // object's definitions are not indexed (`is_indexed`): it has only references.
+        let passes: &[Pass] = if self.objects.len() > 1 {
+            &[Pass::Definitions, Pass::References]
+        } else {
+            &[Pass::References]
+        };
+        for &pass in passes {
             for index in 0..self.objects.len() {
                 let Some(entry) = self.object(index).copied() else {
                     continue;
@@ -1035,7 +1041,7 @@ impl<'a> Plan<'a> {
                 let object =
                     ObjectIndex::from_position(index).ok_or_else(|| too_many("objects"))?;
                 for (local, flat) in entry.symbols() {
-                    let Some(symbol) = self.symbols.get(flat).copied() else {
+                    let Some(symbol) = self.symbols.get(flat) else {
                         continue;
                     };
                     let external = matches!(symbol.def, Definition::External { .. });

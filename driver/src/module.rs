@@ -274,7 +274,9 @@ fn link<'o>(
         }
         Err(e) => return Err(Error::Link(e)),
     };
-    let mut symbols = SymbolsBuilder::with_capacity(16, 256);
+    // At most one entry per symbol table entry; `finish` gives back what is not used.
+    let table = plan.sizes().symbols;
+    let mut symbols = SymbolsBuilder::with_capacity(table, table.saturating_mul(16));
     for global in image.globals() {
         symbols.push(global.name, global.address, global.is_function);
     }

@@ -79,7 +79,11 @@ impl SymbolsBuilder {
         });
     }
 
-    pub fn finish(self) -> Symbols {
+    /// The symbols, their storage trimmed to what they hold (a module keeps it for its
+    /// whole life, and a process may keep a million modules).
+    pub fn finish(mut self) -> Symbols {
+        self.names.shrink_to_fit();
+        self.entries.shrink_to_fit();
         Symbols {
             names: self.names,
             entries: self.entries,
@@ -141,7 +145,10 @@ impl Symbols {
     /// The first entry named `name`, by scan or through the index.
     fn find(&self, name: &[u8]) -> Option<&Entry> {
         if let Some(index) = self.index.get() {
-            return self.probe(index, name).ok().and_then(|i| self.entries.get(i));
+            return self
+                .probe(index, name)
+                .ok()
+                .and_then(|i| self.entries.get(i));
         }
         if self.scans.fetch_add(1, Ordering::Relaxed) < SCANNED_LOOKUPS {
             return self
@@ -150,7 +157,9 @@ impl Symbols {
                 .find(|e| e.len as usize == name.len() && slice(&self.names, e) == name);
         }
         let index = self.index.get_or_init(|| self.build_index());
-        self.probe(index, name).ok().and_then(|i| self.entries.get(i))
+        self.probe(index, name)
+            .ok()
+            .and_then(|i| self.entries.get(i))
     }
 
     /// The index over the entries; a repeated name keeps its first entry.
@@ -179,7 +188,11 @@ impl Symbols {
                 Some(0) | None => return Err(slot),
                 Some(i) => {
                     let at = i as usize - 1;
-                    if self.entries.get(at).is_some_and(|e| slice(&self.names, e) == name) {
+                    if self
+                        .entries
+                        .get(at)
+                        .is_some_and(|e| slice(&self.names, e) == name)
+                    {
                         return Ok(at);
                     }
                 }
