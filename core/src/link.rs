@@ -537,7 +537,7 @@ impl SectionLink<'_, '_> {
         let place = section.get_mut(at..).unwrap_or(&mut []);
         let applied = match apply(input, place) {
             Ok(applied) => applied,
-            Err(failure) => return Err(self.error(rela, input, failure)),
+            Err(failure) => return Err(self.error(rela, input.s, input.p, failure)),
         };
         observer(&RelocRecord {
             object: self.object,
@@ -550,11 +550,13 @@ impl SectionLink<'_, '_> {
         Ok(())
     }
 
+    /// The error for `rela`, with its S and P. They come by value: a reference to the
+    /// whole input would keep every field of it in memory on the hot path.
     #[cold]
-    fn error(&self, rela: &Rela, input: &RelocInput, failure: Failure) -> Error {
+    fn error(&self, rela: &Rela, s: u64, p: u64, failure: Failure) -> Error {
         Error::Relocation(RelocError {
-            s: input.s,
-            p: input.p,
+            s,
+            p,
             value: failure.value,
             ..self
                 .plan
@@ -625,7 +627,10 @@ impl SectionLink<'_, '_> {
 }
 
 /// Every relocation of a section on an architecture without pairs, in a loop compiled
-/// for one architecture's `apply` (`Arch::with_apply`).
+/// for one architecture's `apply` (`Arch::with_apply`). Relocations of one type come in
+/// runs (a table of pointers is one long run): a run of a data type goes to a loop
+/// compiled for its row (`Arch::with_row`), with the row's arithmetic inlined; the others
+/// are applied here, one call of `apply` each.
 struct ApplyAll<'s, 'l, 'a, I, O: ?Sized> {
     link: &'s SectionLink<'l, 'a>,
     relocations: I,
@@ -641,16 +646,72 @@ where
     type Output = Result<()>;
 
     #[inline(always)]
-    fn run<F>(self, apply: F) -> Result<()>
+    fn run<F>(mut self, apply: F) -> Result<()>
     where
         F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
     {
-        for rela in self.relocations {
-            let input = self.link.input(&rela);
-            self.link
-                .apply_one(apply, &rela, &input, self.section, self.observer)?;
+        let link = self.link;
+        // The relocation after a run, which ended it; the type of the one before.
+        let mut after: Option<Rela> = None;
+        let mut last = None;
+        while let Some(rela) = after.take().or_else(|| self.relocations.next()) {
+            if last == Some(rela.r_type) {
+                // The second of a run: it and the rest of the run in the row's loop.
+                let mut run = ApplyRun {
+                    link,
+                    first: rela,
+                    relocations: &mut self.relocations,
+                    section: &mut *self.section,
+                    observer: &mut *self.observer,
+                };
+                if let Some(result) = link.plan.arch.with_row(rela.r_type, &mut run) {
+                    after = result?;
+                    continue;
+                }
+            }
+            last = Some(rela.r_type);
+            let input = link.input(&rela);
+            link.apply_one(apply, &rela, &input, self.section, self.observer)?;
         }
         Ok(())
+    }
+}
+
+/// The rest of a run of relocations of one type (`first`, then those of `relocations` up
+/// to one of another type), applied in a loop compiled for that type's row
+/// (`Arch::with_row`). Lent by reference, so entering the loop moves one pointer.
+struct ApplyRun<'s, 'l, 'a, I, O: ?Sized> {
+    link: &'s SectionLink<'l, 'a>,
+    first: Rela,
+    relocations: &'s mut I,
+    section: &'s mut [u8],
+    observer: &'s mut O,
+}
+
+impl<I, O> WithApply for &mut ApplyRun<'_, '_, '_, I, O>
+where
+    I: Iterator<Item = Rela>,
+    O: FnMut(&RelocRecord) + ?Sized,
+{
+    /// The first relocation after the run.
+    type Output = Result<Option<Rela>>;
+
+    #[inline(always)]
+    fn run<F>(self, apply: F) -> Result<Option<Rela>>
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
+    {
+        let link = self.link;
+        let r_type = self.first.r_type;
+        let mut rela = self.first;
+        loop {
+            let input = link.input(&rela);
+            link.apply_one(apply, &rela, &input, self.section, self.observer)?;
+            match self.relocations.next() {
+                Some(next) if next.r_type == r_type => rela = next,
+                after => return Ok(after),
+            }
+        }
     }
 }
 

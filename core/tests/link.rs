@@ -711,3 +711,80 @@ fn the_plan_counts_every_relocation_of_loaded_sections() {
     }
     assert!(checked >= 50, "{checked} seeds");
 }
+
+/// A table of pointers is one run of `R_X86_64_64` relocations, which the linker applies
+/// in a loop compiled for that row; the relocations around it (another type) each go
+/// through `apply`. Every relocation is applied once, in order, and every entry holds its
+/// symbol's address.
+#[test]
+fn a_run_of_data_relocations_is_applied_entry_by_entry() {
+    let object = compile(
+        "extern char a, b, c;\n\
+         char *table[7] = {&a, &b, &c, &a, &b + 1, &c + 2, &a + 3};\n\
+         unsigned short mark = 7;\n\
+         char *tail[2] = {&c, &a};\n",
+        &["-O2", "-fno-pic"],
+    );
+    let at = |name: &[u8]| match name {
+        b"a" => Some(0x1000),
+        b"b" => Some(0x2000),
+        b"c" => Some(0x3000),
+        _ => None,
+    };
+    let (image, records, _, _) = link_at(&[&object], 0x40_0000, &mut |n| at(n)).unwrap();
+    assert_eq!(relocation_types(&object).len(), 9);
+    assert_eq!(records.len(), 9, "each relocation applied once");
+    let offsets: Vec<u64> = records.iter().map(|r| r.rela.offset).collect();
+    let mut sorted = offsets.clone();
+    sorted.sort_unstable();
+    assert_eq!(offsets, sorted, "in the object's order");
+    let data = records[0].place_address - 0x40_0000 - records[0].rela.offset;
+    let want = [0x1000, 0x2000, 0x3000, 0x1000, 0x2001, 0x3002, 0x1003];
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(read_u64(&image, data + 8 * i as u64), *w, "table[{i}]");
+    }
+    let tail = records[7].place_address - 0x40_0000;
+    assert_eq!(
+        (read_u64(&image, tail), read_u64(&image, tail + 8)),
+        (0x3000, 0x1000)
+    );
+}
+
+/// A value out of range in the middle of a run stops the link there, and the error names
+/// that relocation, its symbol and its value (not the run's first).
+#[test]
+fn an_overflow_in_the_middle_of_a_run_names_that_relocation() {
+    // C has no constant 32-bit address; the assembler's `.long` is R_X86_64_32.
+    let object = compile(
+        "__asm__(\".data\\n.globl low\\nlow: .long a\\n.long b\\n.long c\\n\");\n",
+        &["-O2", "-fno-pic"],
+    );
+    assert_eq!(
+        relocation_types(&object),
+        [object::elf::R_X86_64_32; 3],
+        "one run of three"
+    );
+    let err = link_at(&[&object], 0x40_0000, &mut |n| {
+        Some(if n == b"b" { 0x7f00_0000_0000 } else { 0x1000 })
+    })
+    .unwrap_err();
+    let Error::Relocation(r) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(r.value, 0x7f00_0000_0000);
+    assert_eq!(r.s, 0x7f00_0000_0000);
+    let text = err.to_string();
+    for part in ["R_X86_64_32", ".data+0x4", "`b`", "0x7f0000000000"] {
+        assert!(text.contains(part), "{part} missing from: {text}");
+    }
+}
+
+/// The `r_type` of every relocation of `object`, in order.
+fn relocation_types(object: &[u8]) -> Vec<object::elf::RelocationType> {
+    let parsed = Object::parse(object).unwrap();
+    (0..parsed.section_count())
+        .filter(|&i| parsed.section(i).unwrap().kind == object::elf::SHT_RELA)
+        .flat_map(|i| parsed.relocations(i).unwrap())
+        .map(|r| r.r_type)
+        .collect()
+}

@@ -20,7 +20,8 @@ macro_rules! per_arch {
     };
 }
 
-/// Work generic over one architecture's `apply` ([`Arch::with_apply`]).
+/// Work generic over one architecture's `apply` ([`Arch::with_apply`]) or one relocation
+/// row's arithmetic ([`Arch::with_row`]).
 pub(crate) trait WithApply {
     type Output;
     fn run<F>(self, apply: F) -> Self::Output
@@ -72,6 +73,24 @@ impl Arch {
             Arch::Riscv64 => work.run(riscv64::apply),
             Arch::Loongarch64 => work.run(loongarch64::apply),
             Arch::Ppc64le => work.run(ppc64le::apply),
+        }
+    }
+
+    /// Runs `work` with the row of data relocation type `r_type` alone as its `apply`,
+    /// so that a loop over a run of that type is compiled per row with its arithmetic
+    /// inlined; `None` for other types. Not for riscv64, whose pairs are linked through
+    /// [`Arch::apply`] in one loop (its loop would be compiled but never run).
+    pub(crate) fn with_row<W: WithApply>(
+        self,
+        r_type: RelocationType,
+        work: W,
+    ) -> Option<W::Output> {
+        match self {
+            Arch::X86_64 => x86_64::with_row(r_type, work),
+            Arch::Aarch64 => aarch64::with_row(r_type, work),
+            Arch::Loongarch64 => loongarch64::with_row(r_type, work),
+            Arch::Ppc64le => ppc64le::with_row(r_type, work),
+            Arch::Riscv64 => None,
         }
     }
 

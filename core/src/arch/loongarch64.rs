@@ -272,7 +272,7 @@ fn add_uleb128(place: &mut [u8], delta: u64) -> Result<Applied, Failure> {
     let mut old = 0u64;
     let mut len = 0usize;
     loop {
-        let byte = *place.get(len).ok_or(short(len + 1, place.len()))?;
+        let byte = *place.get(len).ok_or_else(|| short(len + 1, place.len()))?;
         if len < 10 {
             old |= u64::from(byte & 0x7f) << (7 * len);
         }
@@ -296,7 +296,7 @@ fn add_uleb128(place: &mut [u8], delta: u64) -> Result<Applied, Failure> {
         ));
     }
     let have = place.len();
-    let field = place.get_mut(..len).ok_or(short(len, have))?;
+    let field = place.get_mut(..len).ok_or_else(|| short(len, have))?;
     let last = len - 1;
     for (i, byte) in field.iter_mut().enumerate() {
         let chunk = (new >> (7 * i).min(63)) as u8 & 0x7f;
