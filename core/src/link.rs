@@ -651,11 +651,13 @@ where
         F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
     {
         let link = self.link;
-        // The relocation after a run, which ended it; the type of the one before.
+        // The relocation after a run, which ended it; the type of the one before; the
+        // type of the last run that had no row's loop (not asked again while it lasts).
         let mut after: Option<Rela> = None;
         let mut last = None;
+        let mut no_loop = None;
         while let Some(rela) = after.take().or_else(|| self.relocations.next()) {
-            if last == Some(rela.r_type) {
+            if last == Some(rela.r_type) && no_loop != last {
                 // The second of a run: it and the rest of the run in the row's loop.
                 let mut run = ApplyRun {
                     link,
@@ -668,6 +670,7 @@ where
                     after = result?;
                     continue;
                 }
+                no_loop = last;
             }
             last = Some(rela.r_type);
             let input = link.input(&rela);
