@@ -5,8 +5,7 @@
 //! the `alloc` feature, one allocated at its exact size (`Plan::link`). Nothing here
 //! searches per relocation: every lookup is an index into a table the plan built.
 
-use crate::arch::dispatch::WithApply;
-use crate::arch::reloc::{Applied, Failure, HiInput, Pair, RelocInput, StubInput};
+use crate::arch::reloc::{Applied, Failure, HiInput, Pair, RelocInput, StubInput, WithApply};
 use crate::bits::write_u64;
 use crate::elf::Rela;
 use crate::error::{Error, Name, RelocError, Result};

@@ -2,7 +2,7 @@
 //! table, `apply`, stubs and ABI checks. The planner and linker call these; nothing else
 //! in the crate names an architecture's module.
 
-use super::reloc::{Applied, Class, Failure, Pair, RelocInput, Relocation, StubInput};
+use super::reloc::{Applied, Class, Failure, Pair, RelocInput, Relocation, StubInput, WithApply};
 use super::{aarch64, loongarch64, ppc64le, riscv64, x86_64, Arch};
 use crate::error::Error;
 use object::elf::{FileFlags, RelocationType, SectionType};
@@ -18,15 +18,6 @@ macro_rules! per_arch {
             Arch::Ppc64le => ppc64le::$($f)+,
         }
     };
-}
-
-/// Work generic over one architecture's `apply` ([`Arch::with_apply`]) or one relocation
-/// row's arithmetic ([`Arch::with_row`]).
-pub(crate) trait WithApply {
-    type Output;
-    fn run<F>(self, apply: F) -> Self::Output
-    where
-        F: Fn(&RelocInput, &mut [u8]) -> Result<Applied, Failure> + Copy;
 }
 
 impl Arch {

@@ -195,7 +195,7 @@ macro_rules! relocations {
         /// only data rows cost a loop of code each. The same expressions as `apply`'s.
         /// (riscv64 links its pairs through `apply` alone and never calls it.)
         #[allow(dead_code)]
-        pub(crate) fn with_row<W: $crate::arch::dispatch::WithApply>(
+        pub(crate) fn with_row<W: $crate::arch::reloc::WithApply>(
             r_type: object::elf::RelocationType,
             work: W,
         ) -> Option<W::Output> {
@@ -241,6 +241,15 @@ macro_rules! row_loop {
     }};
 }
 pub(crate) use row_loop;
+
+/// Work generic over one architecture's `apply` ([`Arch::with_apply`](crate::arch::Arch::with_apply)) or one
+/// relocation row's arithmetic ([`Arch::with_row`](crate::arch::Arch::with_row)).
+pub(crate) trait WithApply {
+    type Output;
+    fn run<F>(self, apply: F) -> Self::Output
+    where
+        F: Fn(&RelocInput, &mut [u8]) -> Result<Applied, Failure> + Copy;
+}
 
 /// The inputs of one relocation, as addresses in the target's address space.
 #[derive(Clone, Copy, Debug)]
