@@ -242,8 +242,9 @@ macro_rules! row_loop {
 }
 pub(crate) use row_loop;
 
-/// Work generic over one architecture's `apply` ([`Arch::with_apply`](crate::arch::Arch::with_apply)) or one
-/// relocation row's arithmetic ([`Arch::with_row`](crate::arch::Arch::with_row)).
+/// Work generic over one architecture's `apply`
+/// ([`Arch::with_apply`](crate::arch::Arch::with_apply)) or one relocation row's
+/// arithmetic ([`Arch::with_row`](crate::arch::Arch::with_row)).
 pub(crate) trait WithApply {
     type Output;
     fn run<F>(self, apply: F) -> Self::Output
