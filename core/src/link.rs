@@ -318,8 +318,14 @@ impl<'a> Plan<'a> {
 
     fn copy_sections<B: MemoryBackend + ?Sized>(&self, backend: &mut B) -> Result<()> {
         // Fresh memory that reads as zero needs no zero-fill: writing it would commit
-        // every page of `.bss`.
+        // every page of `.bss`. Other memory gets every byte of each segment's size
+        // written here: the sections, the gaps between them, and the rest of the segment
+        // (COMMON symbols, the GOT and the stubs, which are written after), so nothing an
+        // earlier user of the memory left stays in the image.
         let zero_filled = backend.zero_filled();
+        // Per segment, the end of what is written so far. Sections are visited in the
+        // order `place_sections` laid them out, so each starts at or after it.
+        let mut written = [0u64; 3];
         for (_, entry) in self.loaded() {
             for index in 0..entry.object.section_count() {
                 let Some(place) = entry.section(index).and_then(|i| self.sections.get(i)) else {
@@ -329,6 +335,13 @@ impl<'a> Plan<'a> {
                     continue;
                 }
                 let memory = segment_mut(backend, place.segment)?;
+                let cursor = written
+                    .get_mut(place.segment.index())
+                    .ok_or(Error::BackendMismatch { what: "segment" })?;
+                if !zero_filled && *cursor < place.segment_offset {
+                    slice_mut(memory, *cursor, place.segment_offset - *cursor)?.fill(0);
+                }
+                let mut end = place.segment_offset.saturating_add(place.size);
                 let dest = slice_mut(memory, place.segment_offset, place.size)?;
                 if place.zeroed {
                     dest.fill(0);
@@ -337,23 +350,21 @@ impl<'a> Plan<'a> {
                     dest.copy_from_slice(section.data);
                     let terminator = terminator_size(section.name);
                     if terminator != 0 {
-                        let end = place.segment_offset.saturating_add(place.size);
                         slice_mut(memory, end, terminator)?.fill(0);
+                        end = end.saturating_add(terminator);
                     }
                 }
+                *cursor = (*cursor).max(end);
             }
         }
         if zero_filled {
             return Ok(());
         }
-        // COMMON symbols keep their size in the object's symbol table.
-        for (_, symbol) in self.symbols.enumerate() {
-            if let Definition::Common { offset } = symbol.def {
-                if symbol.size == 0 {
-                    continue;
-                }
-                let memory = segment_mut(backend, SegmentKind::Data)?;
-                slice_mut(memory, offset, symbol.size)?.fill(0);
+        for (kind, &cursor) in SegmentKind::ALL.into_iter().zip(&written) {
+            let size = self.layout.get(kind).size;
+            if cursor < size {
+                let memory = segment_mut(backend, kind)?;
+                slice_mut(memory, cursor, size - cursor)?.fill(0);
             }
         }
         Ok(())

@@ -161,7 +161,10 @@ pub trait MemoryBackend {
 
     /// Whether the memory `allocate` hands out is known to read as zero. When it is, the
     /// linker does not zero-fill `.bss` and COMMON symbols itself (which would touch, and so
-    /// commit, every page of them).
+    /// commit, every page of them). When it is not, the linker writes every byte of each
+    /// segment's requested size (sections, the gaps between them, `.bss`, COMMON symbols,
+    /// GOT and stubs), so the backend needs to clear only what lies past that size, if it
+    /// cares what the rest of its pages hold.
     fn zero_filled(&self) -> bool {
         false
     }

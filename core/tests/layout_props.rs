@@ -187,6 +187,17 @@ proptest! {
         }
         prop_assert_eq!(&backend.layouts, &vec![plan.layout()]);
         prop_assert_eq!(backend.publishes, 1);
+
+        // Into memory that is not known to read as zero the linker writes every byte of
+        // each segment's size: a buffer full of leftovers links to the same bytes.
+        let mut dirty = vec![0xa5u8; buffer.len()];
+        let mut dirty_backend = SliceBackend::new(&mut dirty, base, page);
+        plan.link(&mut dirty_backend, &mut NoSymbols).unwrap();
+        for kind in SegmentKind::ALL {
+            let s = plan.segment(kind);
+            let range = s.offset as usize..(s.offset + s.size) as usize;
+            prop_assert!(dirty[range.clone()] == buffer[range], "{:?} differs", kind);
+        }
     }
 }
 

@@ -788,3 +788,43 @@ fn relocation_types(object: &[u8]) -> Vec<object::elf::RelocationType> {
         .map(|r| r.r_type)
         .collect()
 }
+
+/// Into memory that is not known to read as zero (a slice backend's buffer), the linker
+/// writes every byte of each segment: sections, alignment gaps, `.bss`, COMMON symbols,
+/// the GOT and far-call stubs. Links into a buffer of leftovers and into a zeroed one give
+/// the same segments.
+#[test]
+fn every_byte_of_a_segment_is_written() {
+    let object = compile(
+        "extern int far_fn(int);\n\
+         int shared;\n\
+         static int zeros[300];\n\
+         __attribute__((aligned(64))) const char tag[3] = \"ab\";\n\
+         long big[4] = {1, 2, 3, 4};\n\
+         int f(int x) { return far_fn(x) + shared + zeros[x & 7] + tag[x & 1] + (int)big[x & 3]; }\n",
+        &["-O2", "-fPIC", "-fcommon"],
+    );
+    let plan = Plan::new(&[&object], PAGE).unwrap();
+    assert!(
+        plan.stubs().0 > 0 || plan.got().0 > 0,
+        "stubs or GOT slots in the image"
+    );
+    let link_into = |fill: u8| {
+        let mut buf = vec![fill; plan.image_size() as usize];
+        plan.link(
+            &mut SliceBackend::new(&mut buf, 0x10_0000, PAGE),
+            &mut |_: &[u8]| Some(0x7f00_0000_0000u64),
+        )
+        .unwrap();
+        buf
+    };
+    let (dirty, clean) = (link_into(0xa5), link_into(0));
+    for kind in SegmentKind::ALL {
+        let s = plan.segment(kind);
+        let range = s.offset as usize..(s.offset + s.size) as usize;
+        assert!(
+            dirty[range.clone()] == clean[range],
+            "{kind:?} keeps leftovers"
+        );
+    }
+}

@@ -177,9 +177,9 @@ impl MemoryBackend for ArenaBackend {
     }
 
     fn zero_filled(&self) -> bool {
-        // Fresh pages read as zero and anything an earlier module left is zeroed before
-        // the allocation is handed out.
-        true
+        // Fresh pages read as zero. Pages an earlier module wrote are zeroed only past
+        // each segment's size: the linker writes the rest.
+        self.allocation.as_ref().is_none_or(|a| a.zero_filled)
     }
 
     fn publish(&mut self) -> Result<(), BackendError> {

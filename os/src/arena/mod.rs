@@ -204,6 +204,9 @@ struct Allocation {
     /// The chunk was made for this allocation (dropped again if a failed load leaves it
     /// unused).
     created_chunk: bool,
+    /// Every segment read as zero when it was handed out (nothing an earlier user wrote
+    /// was in it): `MemoryBackend::zero_filled`. Set by `prepare`.
+    zero_filled: bool,
 }
 
 impl Allocation {
@@ -428,6 +431,7 @@ impl Shared {
                 chunk: usize::MAX,
                 segments: [EMPTY; 3],
                 created_chunk: false,
+                zero_filled: true,
             });
         }
         let mut allocation = {
@@ -489,6 +493,7 @@ impl Shared {
             chunk,
             segments,
             created_chunk,
+            zero_filled: true,
         }
     }
 
@@ -681,7 +686,10 @@ impl Shared {
             .collect())
     }
 
-    /// Makes fresh allocations writable and zeroes what an earlier user left.
+    /// Makes fresh allocations writable and zeroes what an earlier user left past each
+    /// segment's size: an allocation that held such bytes is not `zero_filled`, so the
+    /// linker writes every byte up to the size itself (`MemoryBackend::zero_filled`), and
+    /// zeroing those too would write the image twice.
     fn prepare(&self, allocations: &mut [Allocation]) -> Result<(), ArenaError> {
         let page = self.page;
         if self.config.mode == Mode::PageGranular {
@@ -701,7 +709,8 @@ impl Shared {
                 }
             }
         }
-        for a in allocations.iter() {
+        for a in allocations.iter_mut() {
+            a.zero_filled = true;
             for (seg, kind) in a.segments.iter().zip(SegmentKind::ALL) {
                 // As `Chunk::new` maps them: a packed arena's code and read-only data are
                 // in its memfd.
@@ -709,10 +718,16 @@ impl Shared {
                 if !seg.stale(shared) {
                     continue;
                 }
+                a.zero_filled = false;
                 let len = seg.pages(page).map_or(seg.held, |(_, len)| len);
+                let tail = len.saturating_sub(seg.size);
                 // SAFETY: the segment's memory is writable at `writer` (made so above, or a
-                // packed writer view or data region) and belongs to this allocation alone.
-                unsafe { std::ptr::write_bytes(seg.writer as *mut u8, 0, len) };
+                // packed writer view or data region) and belongs to this allocation alone;
+                // `[writer + size, writer + len)` lies inside it (`size <= len`, else
+                // `tail` is 0).
+                unsafe {
+                    std::ptr::write_bytes((seg.writer + seg.size.min(len)) as *mut u8, 0, tail)
+                };
             }
         }
         Ok(())
