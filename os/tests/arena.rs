@@ -429,3 +429,51 @@ fn a_packed_arena_refuses_loads_in_a_forked_child_and_its_code_still_runs() {
     // SAFETY: a live saxpy.
     unsafe { check_saxpy(load(&arena).entry, 1) };
 }
+
+/// Page-granular memory an earlier module wrote is not `zero_filled` when it is handed out
+/// again (the linker then writes every byte of each segment's size), and a module loaded
+/// into it finds zeros past its segments' sizes in the pages it holds, not what the
+/// earlier one left. Fresh memory is `zero_filled`. (A packed arena puts the small module
+/// in slots of another size than the freed pages: it only has to load and run.)
+#[test]
+fn reused_memory_is_written_or_zeroed_not_left() {
+    use elfjit_core::{Layout, MemoryBackend, SegmentRequest};
+    for arena in both() {
+        let page = arena.page_size();
+        let whole = SegmentRequest {
+            size: page as u64,
+            align: 16,
+        };
+        let mut first = arena.backend();
+        first.allocate(&Layout::new([whole; 3])).expect("allocate");
+        assert!(first.zero_filled(), "{:?}: fresh memory", arena.mode());
+        for kind in SegmentKind::ALL {
+            if let Some(bytes) = first.segment_mut(kind) {
+                bytes.fill(0xa5);
+            }
+        }
+        first.publish().expect("publish");
+        drop(first); // into the pool, written
+        let m = load(&arena);
+        if arena.mode() == Mode::PageGranular {
+            assert!(!m.memory.zero_filled(), "the pooled pages were reused");
+            for kind in SegmentKind::ALL {
+                let Some((start, size)) = m.memory.segment(kind) else {
+                    continue;
+                };
+                let end = (start + size).next_multiple_of(page);
+                // SAFETY: the module's published pages: `[start, end)` lies in the whole
+                // pages its segment holds, all readable (RX, R or RW).
+                let tail = unsafe {
+                    std::slice::from_raw_parts((start + size) as *const u8, end - start - size)
+                };
+                assert!(
+                    tail.iter().all(|&b| b == 0),
+                    "{kind:?}: leftovers past the size"
+                );
+            }
+        }
+        // SAFETY: a live saxpy, not called before.
+        unsafe { check_saxpy(m.entry, 1) };
+    }
+}
