@@ -709,7 +709,11 @@ where
     /// The first relocation after the run.
     type Output = Result<Option<Rela>>;
 
-    #[inline(always)]
+    // Out of line: each row's loop is a function with a frame of its own. Inlined into
+    // `with_row`, a debug build gave that one function the frames of every row's loop at
+    // once, and a load overflowed a 64 KiB thread stack. (The row's arithmetic is still
+    // inlined into its loop; entering the loop is one call per run.)
+    #[inline(never)]
     fn run<F>(self, apply: F) -> Result<Option<Rela>>
     where
         F: Fn(&RelocInput, &mut [u8]) -> ApplyResult + Copy,
