@@ -144,19 +144,16 @@ impl Symbols {
 
     /// The first entry named `name`, by scan or through the index.
     fn find(&self, name: &[u8]) -> Option<&Entry> {
-        if let Some(index) = self.index.get() {
-            return self
-                .probe(index, name)
-                .ok()
-                .and_then(|i| self.entries.get(i));
-        }
-        if self.scans.fetch_add(1, Ordering::Relaxed) < SCANNED_LOOKUPS {
-            return self
-                .entries
-                .iter()
-                .find(|e| e.len as usize == name.len() && slice(&self.names, e) == name);
-        }
-        let index = self.index.get_or_init(|| self.build_index());
+        let index = match self.index.get() {
+            Some(index) => index,
+            None if self.scans.fetch_add(1, Ordering::Relaxed) < SCANNED_LOOKUPS => {
+                return self
+                    .entries
+                    .iter()
+                    .find(|e| e.len as usize == name.len() && slice(&self.names, e) == name);
+            }
+            None => self.index.get_or_init(|| self.build_index()),
+        };
         self.probe(index, name)
             .ok()
             .and_then(|i| self.entries.get(i))
