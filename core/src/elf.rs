@@ -556,18 +556,56 @@ impl<'a> Object<'a> {
 
     /// The relocation entries of `SHT_RELA` section `index`, validated in `parse`.
     #[inline]
-    pub fn relocations(&self, index: usize) -> Result<impl Iterator<Item = Rela> + 'a> {
+    pub fn relocations(&self, index: usize) -> Result<Relocations<'a>> {
         let sh = self.section_header(index)?;
         let bytes = self.section_bytes(sh, index)?;
         let count = bytes.len() / core::mem::size_of::<Rela64<LE>>();
         let (entries, _) = pod::slice_from_bytes::<Rela64<LE>>(bytes, count)
             .map_err(|()| malformed("relocation section", section_at(index)))?;
-        Ok(entries.iter().map(|r| Rela {
+        Ok(Relocations {
+            entries: entries.iter(),
+        })
+    }
+}
+
+/// The entries of one relocation section, decoded as they are visited.
+#[derive(Clone, Debug)]
+pub struct Relocations<'a> {
+    entries: core::slice::Iter<'a, Rela64<LE>>,
+}
+
+impl Relocations<'_> {
+    /// Passes over the leading entries for which `keep(r_type, offset, symbol)` holds and
+    /// returns how many it passed. A plain loop over the raw entries that never decodes an
+    /// addend: the plan's scan of a long run of data relocations is this loop.
+    #[inline]
+    pub fn pass_while(&mut self, mut keep: impl FnMut(RelocationType, u64, u32) -> bool) -> u64 {
+        let rest = self.entries.as_slice();
+        let passed = rest
+            .iter()
+            .position(|r| !keep(r.r_type(LE, false), r.r_offset.get(LE), r.r_sym(LE, false)))
+            .unwrap_or(rest.len());
+        self.entries = rest.get(passed..).unwrap_or_default().iter();
+        passed as u64
+    }
+}
+
+impl Iterator for Relocations<'_> {
+    type Item = Rela;
+
+    #[inline]
+    fn next(&mut self) -> Option<Rela> {
+        self.entries.next().map(|r| Rela {
             offset: r.r_offset.get(LE),
             symbol: r.r_sym(LE, false),
             r_type: r.r_type(LE, false),
             addend: r.r_addend.get(LE),
-        }))
+        })
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
     }
 }
 
@@ -588,6 +626,44 @@ mod tests {
         ) {
             prop_assert_eq!(nul_position(&bytes), bytes.iter().position(|&b| b == 0));
         }
+    }
+
+    /// `pass_while` passes exactly the leading entries that hold, and the iterator goes
+    /// on from the first that does not, decoded whole (its addend too).
+    #[test]
+    fn skipping_a_run_resumes_at_the_first_entry_outside_it() {
+        let rela = |offset: u64, symbol: u32, r_type: u32, addend: i64| Rela64::<LE> {
+            r_offset: object::U64::new(LE, offset),
+            r_info: Rela64::<LE>::r_info(LE, false, symbol, RelocationType(r_type)),
+            r_addend: object::I64::new(LE, addend),
+        };
+        let entries = [
+            rela(0, 1, 1, 10),
+            rela(8, 2, 1, 20),
+            rela(16, 3, 2, -30),
+            rela(24, 1, 1, 40),
+        ];
+        let mut relocations = Relocations {
+            entries: entries.iter(),
+        };
+        let mut seen = [0u32; 4];
+        let passed = relocations.pass_while(|r_type, offset, symbol| {
+            seen[offset as usize / 8] = symbol;
+            r_type == RelocationType(1)
+        });
+        assert_eq!(passed, 2);
+        assert_eq!(seen, [1, 2, 3, 0]); // the third was asked and refused; the fourth never
+        let next = Rela {
+            offset: 16,
+            symbol: 3,
+            r_type: RelocationType(2),
+            addend: -30,
+        };
+        assert_eq!(relocations.next(), Some(next));
+        assert_eq!(relocations.pass_while(|_, _, _| false), 0);
+        assert_eq!(relocations.pass_while(|_, _, _| true), 1);
+        assert_eq!(relocations.next(), None);
+        assert_eq!(relocations.pass_while(|_, _, _| true), 0);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use crate::arch::reloc::{Class, Pair};
 use crate::arch::Arch;
 use crate::bits::align_up;
-use crate::elf::{Object, Rela, Symbol};
+use crate::elf::{Object, Rela, Relocations, Symbol};
 use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
 use crate::memory::{Layout, SegmentRequest};
 use crate::names::{self, NameKey, NameSlot};
@@ -1544,22 +1544,28 @@ impl PlainRun<'_> {
     fn skip(
         &self,
         first: Option<Rela>,
-        relocations: &mut impl Iterator<Item = Rela>,
+        relocations: &mut Relocations,
         count: &mut u64,
     ) -> Option<Rela> {
-        let mut run = 0u64;
-        let next = first.into_iter().chain(relocations).find(|rela| {
-            let plain = rela.r_type == self.r_type
-                && rela.offset <= self.limit
-                && self
-                    .symbols
-                    .get(rela.symbol as usize)
-                    .is_some_and(SymbolEntry::has_address);
-            run += u64::from(plain);
-            !plain
-        });
-        *count += run;
-        next
+        match first {
+            Some(rela) if self.holds(rela.r_type, rela.offset, rela.symbol) => {}
+            other => return other,
+        }
+        let rest =
+            relocations.pass_while(|r_type, offset, symbol| self.holds(r_type, offset, symbol));
+        *count += 1 + rest;
+        relocations.next()
+    }
+
+    /// A relocation of the run's type, in bounds, against a symbol with an address.
+    #[inline(always)]
+    fn holds(&self, r_type: RelocationType, offset: u64, symbol: u32) -> bool {
+        r_type == self.r_type
+            && offset <= self.limit
+            && self
+                .symbols
+                .get(symbol as usize)
+                .is_some_and(SymbolEntry::has_address)
     }
 }
 
