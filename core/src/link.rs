@@ -124,7 +124,7 @@ impl Resolved<'_> {
     /// The address of `entry` (an alias carries its target's location).
     #[inline]
     fn address(&self, entry: &SymbolEntry) -> u64 {
-        let at: BaseOffset = entry.at;
+        let at: BaseOffset = entry.at();
         match at.base_index() {
             Some(base) => self
                 .bases

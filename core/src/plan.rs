@@ -280,8 +280,11 @@ pub struct SymbolEntry {
     pub(crate) def: Definition,
     /// Where the address comes from (for an alias, its target's), set when the plan is
     /// finished; an alias also carries its target's slots, size and `st_other`, so that a
-    /// link reads one entry per relocation.
-    pub(crate) at: BaseOffset,
+    /// link reads one entry per relocation. A [`BaseOffset`] kept as two fields: its base
+    /// then shares a word with the other small fields, and an entry is 48 bytes, not 56
+    /// (the plan's scan and the link read one entry per relocation, in symbol order).
+    at_base: Base,
+    at_offset: u64,
     pub(crate) got: Option<GotSlot>,
     pub(crate) stub: Option<StubIndex>,
     /// `st_size` of the definition.
@@ -293,6 +296,21 @@ pub struct SymbolEntry {
 }
 
 impl SymbolEntry {
+    /// Where the address comes from.
+    #[inline]
+    pub(crate) fn at(&self) -> BaseOffset {
+        BaseOffset {
+            base: self.at_base,
+            offset: self.at_offset,
+        }
+    }
+
+    #[inline]
+    fn set_at(&mut self, at: BaseOffset) {
+        self.at_base = at.base;
+        self.at_offset = at.offset;
+    }
+
     /// Defined here with an address (or none at all): a plain reference to it needs no
     /// GOT slot, stub or external slot.
     #[inline]
@@ -309,7 +327,8 @@ impl SymbolEntry {
     /// An empty entry, to fill caller storage with.
     pub const EMPTY: SymbolEntry = SymbolEntry {
         def: Definition::Nothing,
-        at: BaseOffset::NOWHERE,
+        at_base: Base::Zero,
+        at_offset: 0,
         got: None,
         stub: None,
         size: 0,
@@ -958,7 +977,8 @@ impl<'a> Plan<'a> {
                     .ok_or_else(|| malformed("symbol index", Location::Symbol(position(local))))?;
                 *slot = SymbolEntry {
                     def,
-                    at: BaseOffset::NOWHERE,
+                    at_base: Base::Zero,
+                    at_offset: 0,
                     got: None,
                     stub: None,
                     size: sym.size,
@@ -1380,7 +1400,7 @@ impl<'a> Plan<'a> {
     /// and `st_other` (aliases never chain, so one pass over targets first suffices).
     fn locate_symbols(&mut self) {
         for symbol in self.symbols.entries_mut() {
-            symbol.at = match symbol.def {
+            let at = match symbol.def {
                 Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => {
                     BaseOffset::NOWHERE
                 }
@@ -1408,6 +1428,7 @@ impl<'a> Plan<'a> {
                     None => BaseOffset::NOWHERE,
                 },
             };
+            symbol.set_at(at);
         }
         for index in 0..self.symbols.len() {
             let Some(symbol) = SymbolIndex::from_position(index) else {

@@ -321,6 +321,14 @@ fn too_many_symbols_is_a_storage_error_naming_the_size_needed() {
     );
 }
 
+/// A symbol entry is what the plan's scan and the link read once per relocation, in the
+/// order the relocations name symbols: its size is the working set of both loops, and a
+/// caller lending storage pays it per symbol.
+#[test]
+fn a_symbol_entry_is_48_bytes() {
+    assert_eq!(std::mem::size_of::<elfjit_core::plan::SymbolEntry>(), 48);
+}
+
 /// Lent storage of exactly the counted sizes plans every table; any table one entry short
 /// is an error naming that table (on riscv64, where pairs have tables too).
 #[test]
