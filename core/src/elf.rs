@@ -44,7 +44,59 @@ pub struct Symbol<'a> {
     pub other: u8,
 }
 
-impl Symbol<'_> {
+impl<'a> Symbol<'a> {
+    /// Defined somewhere (not `SHN_UNDEF`).
+    #[inline]
+    pub fn is_defined(&self) -> bool {
+        self.head().is_defined()
+    }
+
+    /// Visible to other objects (global or weak).
+    #[inline]
+    pub fn is_global(&self) -> bool {
+        self.head().is_global()
+    }
+
+    /// The fields but the name.
+    #[inline]
+    fn head(&self) -> SymbolHead {
+        SymbolHead {
+            value: self.value,
+            size: self.size,
+            shndx: self.shndx,
+            bind: self.bind,
+            kind: self.kind,
+            other: self.other,
+        }
+    }
+
+    /// `head` with its name.
+    #[inline]
+    fn named(head: SymbolHead, name: &'a [u8]) -> Symbol<'a> {
+        Symbol {
+            name,
+            value: head.value,
+            size: head.size,
+            shndx: head.shndx,
+            bind: head.bind,
+            kind: head.kind,
+            other: head.other,
+        }
+    }
+}
+
+/// A symbol's fields but its name ([`Object::symbol_head`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SymbolHead {
+    pub value: u64,
+    pub size: u64,
+    pub shndx: SymbolSection,
+    pub bind: SymbolBind,
+    pub kind: SymbolType,
+    pub other: u8,
+}
+
+impl SymbolHead {
     /// Defined somewhere (not `SHN_UNDEF`).
     #[inline]
     pub fn is_defined(&self) -> bool {
@@ -55,6 +107,19 @@ impl Symbol<'_> {
     #[inline]
     pub fn is_global(&self) -> bool {
         is_global_bind(self.bind)
+    }
+}
+
+/// The fields of raw symbol `sym` but its name.
+#[inline]
+fn head_of(sym: &Sym64<LE>) -> SymbolHead {
+    SymbolHead {
+        value: sym.st_value.get(LE),
+        size: sym.st_size.get(LE),
+        shndx: sym.st_shndx.get(LE),
+        bind: sym.st_bind(),
+        kind: sym.st_type(),
+        other: sym.st_other.0,
     }
 }
 
@@ -421,10 +486,7 @@ impl<'a> Object<'a> {
     /// Checks symbol `index`'s name and section index; `terminated`: the string table ends
     /// with NUL ([`is_terminated`]).
     fn validate_symbol(&self, index: usize, terminated: bool) -> Result<()> {
-        let sym = self
-            .symbols
-            .get(index)
-            .ok_or_else(|| malformed("symbol index out of range", symbol_at(index)))?;
+        let sym = self.symbol_entry(index)?;
         check_name(
             self.symbol_names,
             terminated,
@@ -524,34 +586,47 @@ impl<'a> Object<'a> {
         self.symbols.len()
     }
 
-    /// Whether symbol `index` is a global (or weak) definition with a name offset, read
-    /// from its entry without decoding its name: a cheap filter before
-    /// [`symbol`](Object::symbol) (a name at a non-zero offset can still be empty).
+    /// Symbol `index`, decoded, if it is a named global (or weak) definition. The entry's
+    /// fields are tested before its name is decoded: most symbols of an object are not
+    /// global definitions, and decoding a name is a search for its terminator.
     #[inline]
-    pub fn may_be_global_definition(&self, index: usize) -> bool {
-        self.symbols.get(index).is_some_and(|sym| {
-            sym.st_name.get(LE) != 0
-                && sym.st_shndx.get(LE) != elf::SHN_UNDEF
-                && is_global_bind(sym.st_bind())
-        })
+    pub fn global_definition(&self, index: usize) -> Option<Symbol<'a>> {
+        let sym = self.symbol_entry(index).ok()?;
+        let head = head_of(sym);
+        if sym.st_name.get(LE) == 0 || !head.is_defined() || !head.is_global() {
+            return None;
+        }
+        let name = string_at(self.symbol_names, sym.st_name.get(LE), symbol_at(index)).ok()?;
+        (!name.is_empty()).then_some(Symbol::named(head, name))
     }
 
     /// Symbol `index`, decoded.
     #[inline]
     pub fn symbol(&self, index: usize) -> Result<Symbol<'a>> {
-        let sym = self
-            .symbols
+        let head = self.symbol_head(index)?;
+        Ok(Symbol::named(head, self.symbol_name_bytes(index)?))
+    }
+
+    /// Symbol `index` but its name: its fixed fields only, read without searching for the
+    /// end of its name.
+    #[inline]
+    pub(crate) fn symbol_head(&self, index: usize) -> Result<SymbolHead> {
+        self.symbol_entry(index).map(head_of)
+    }
+
+    /// The name of symbol `index`.
+    #[inline]
+    pub(crate) fn symbol_name_bytes(&self, index: usize) -> Result<&'a [u8]> {
+        let sym = self.symbol_entry(index)?;
+        string_at(self.symbol_names, sym.st_name.get(LE), symbol_at(index))
+    }
+
+    /// The raw entry of symbol `index`.
+    #[inline]
+    fn symbol_entry(&self, index: usize) -> Result<&'a Sym64<LE>> {
+        self.symbols
             .get(index)
-            .ok_or_else(|| malformed("symbol index out of range", symbol_at(index)))?;
-        Ok(Symbol {
-            name: string_at(self.symbol_names, sym.st_name.get(LE), symbol_at(index))?,
-            value: sym.st_value.get(LE),
-            size: sym.st_size.get(LE),
-            shndx: sym.st_shndx.get(LE),
-            bind: sym.st_bind(),
-            kind: sym.st_type(),
-            other: sym.st_other.0,
-        })
+            .ok_or_else(|| malformed("symbol index out of range", symbol_at(index)))
     }
 
     /// The relocation entries of `SHT_RELA` section `index`, validated in `parse`.

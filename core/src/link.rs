@@ -806,32 +806,72 @@ impl<'p, 'a> Image<'p, 'a> {
 
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
-        let resolved = self.resolved();
-        self.plan.loaded().flat_map(move |(_, entry)| {
-            entry.symbols().skip(1).filter_map(move |(index, flat)| {
-                // Defined in the image (the plan's entry, at hand), then global (the raw
-                // entry); only then is the name decoded.
-                let s = resolved.symbols.get(flat)?;
-                let defined = matches!(
-                    s.def,
-                    Definition::Placed { .. } | Definition::Absolute(_) | Definition::Common { .. }
-                );
-                if !defined || !entry.object.may_be_global_definition(index) {
-                    return None;
+        Globals {
+            resolved: self.resolved(),
+            objects: self.plan.objects.entries().iter(),
+            object: None,
+            entries: [].iter().enumerate(),
+        }
+    }
+}
+
+/// The walk behind [`Image::globals`]: each loaded object's raw symbols beside its slice
+/// of the plan's symbol table, in step. A module's load lists every global this way, so
+/// it is a plain loop (a chain of `flat_map` and `filter_map` kept a closure call and an
+/// index translation per symbol).
+struct Globals<'i, 'a> {
+    resolved: Resolved<'i>,
+    objects: core::slice::Iter<'i, crate::plan::ObjectEntry<'a>>,
+    /// The object whose symbols `entries` walks.
+    object: Option<crate::elf::Object<'a>>,
+    /// Its entries in the plan's symbol table, with their indices in the object.
+    entries: core::iter::Enumerate<core::slice::Iter<'i, SymbolEntry>>,
+}
+
+impl<'a> Iterator for Globals<'_, 'a> {
+    type Item = Global<'a>;
+
+    // Inline, so the load's loop over the globals keeps its registers across symbols.
+    #[inline]
+    fn next(&mut self) -> Option<Global<'a>> {
+        loop {
+            if let Some(object) = &self.object {
+                for (index, s) in self.entries.by_ref() {
+                    // Defined in the image (the plan's entry, at hand), then a named global
+                    // definition (the raw entry, then its name).
+                    let defined = matches!(
+                        s.def,
+                        Definition::Placed { .. }
+                            | Definition::Absolute(_)
+                            | Definition::Common { .. }
+                    );
+                    if !defined {
+                        continue;
+                    }
+                    let Some(sym) = object.global_definition(index) else {
+                        continue;
+                    };
+                    return Some(Global {
+                        name: sym.name,
+                        address: self.resolved.address(s),
+                        size: sym.size,
+                        is_function: sym.kind == object::elf::STT_FUNC,
+                        other: sym.other,
+                    });
                 }
-                let sym = entry.object.symbol(index).ok()?;
-                if sym.name.is_empty() {
-                    return None;
-                }
-                Some(Global {
-                    name: sym.name,
-                    address: resolved.address(s),
-                    size: sym.size,
-                    is_function: sym.kind == object::elf::STT_FUNC,
-                    other: sym.other,
-                })
-            })
-        })
+            }
+            let loaded = self.objects.find_map(|entry| entry.loaded())?;
+            let entries = self
+                .resolved
+                .symbols
+                .entries()
+                .get(loaded.symbol_range())
+                .unwrap_or(&[]);
+            self.object = Some(loaded.object);
+            // Symbol 0 is the null symbol.
+            self.entries = entries.iter().enumerate();
+            self.entries.next();
+        }
     }
 }
 

@@ -10,11 +10,11 @@
 use crate::arch::reloc::{Class, Pair};
 use crate::arch::Arch;
 use crate::bits::align_up;
-use crate::elf::{Object, Rela, Relocations, Symbol};
+use crate::elf::{Object, Rela, Relocations, SymbolHead};
 use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
 use crate::memory::{Layout, SegmentRequest};
 use crate::names::{self, NameKey, NameSlot};
-use crate::table::{Table, TableIndex};
+use crate::table::{Table, TableIndex, View};
 use object::elf::{self, RelocationType};
 
 pub use crate::memory::{Segment, SegmentKind};
@@ -269,9 +269,15 @@ impl Loaded<'_> {
 #[derive(Clone, Copy)]
 pub struct ObjectEntry<'a>(Option<Loaded<'a>>);
 
-impl ObjectEntry<'_> {
+impl<'a> ObjectEntry<'a> {
     /// An empty entry, to fill caller storage with.
     pub const EMPTY: ObjectEntry<'static> = ObjectEntry(None);
+
+    /// The object this entry holds, if it was filled.
+    #[inline]
+    pub(crate) fn loaded(&self) -> Option<&Loaded<'a>> {
+        self.0.as_ref()
+    }
 }
 
 /// One entry of a plan's symbol table (storage only, like [`ObjectEntry`]).
@@ -418,7 +424,9 @@ impl PlanSizes {
             sizes.sections = grow(sizes.sections, object.section_count())?;
             sizes.symbols = grow(sizes.symbols, object.symbol_count())?;
             for symbol in 1..object.symbol_count() {
-                if is_indexed(object.arch(), &object.symbol(symbol)?, multi) {
+                let head = object.symbol_head(symbol)?;
+                let name = needed_name(&object, symbol, &head, multi)?;
+                if is_indexed(object.arch(), &head, name, multi) {
                     names = grow(names, 1)?;
                 }
             }
@@ -448,18 +456,36 @@ fn too_many(what: &'static str) -> Error {
     }
 }
 
-/// Whether `sym` (not the null symbol) goes into the name index: named undefined symbols
-/// (other than the ones the linker defines), and, when there are several objects, named
-/// global definitions.
+/// The name of symbol `index` of `object` if planning reads it, else empty: an undefined
+/// symbol's (what it binds to) and, when there are several objects, a global
+/// definition's (the name index). Other definitions are placed by their section alone,
+/// and decoding a name is a search for its end.
 #[inline]
-fn is_indexed(arch: Arch, sym: &Symbol<'_>, multi: bool) -> bool {
-    if sym.name.is_empty() {
+fn needed_name<'a>(
+    object: &Object<'a>,
+    index: usize,
+    head: &SymbolHead,
+    multi: bool,
+) -> Result<&'a [u8]> {
+    if index != 0 && (!head.is_defined() || (multi && head.is_global())) {
+        object.symbol_name_bytes(index)
+    } else {
+        Ok(&[])
+    }
+}
+
+/// Whether a symbol (not the null symbol) goes into the name index: named undefined
+/// symbols (other than the ones the linker defines), and, when there are several objects,
+/// named global definitions. `name` is [`needed_name`]'s.
+#[inline]
+fn is_indexed(arch: Arch, head: &SymbolHead, name: &[u8], multi: bool) -> bool {
+    if name.is_empty() {
         return false;
     }
-    if sym.is_defined() {
-        multi && sym.is_global()
+    if head.is_defined() {
+        multi && head.is_global()
     } else {
-        arch.linker_defined(sym.name).is_none()
+        arch.linker_defined(name).is_none()
     }
 }
 
@@ -625,6 +651,67 @@ impl<'a> Provide<'a> for Allocate {
     }
     fn low_halves(&mut self, n: usize) -> Result<Table<'a, LowIndex, LowHalf>> {
         Table::allocated(n, "low_halves", LowHalf::EMPTY)
+    }
+}
+
+/// What defining a symbol reads of the plan: the architecture, the page size and where
+/// each section went (borrowed apart from the symbol table being written).
+struct Definer<'t> {
+    arch: Arch,
+    page_size: u64,
+    sections: View<'t, SectionIndex, SectionPlace>,
+}
+
+impl Definer<'_> {
+    fn define(
+        &self,
+        entry: &Loaded<'_>,
+        index: usize,
+        sym: &SymbolHead,
+        name: &[u8],
+        fills: &mut Fills,
+    ) -> Result<Definition> {
+        if index == 0 {
+            return Ok(Definition::Nothing);
+        }
+        Ok(match sym.shndx {
+            elf::SHN_UNDEF => {
+                if name.is_empty() {
+                    Definition::Nothing
+                } else if let Some(bias) = self.arch.linker_defined(name) {
+                    Definition::GotRelative(bias)
+                } else {
+                    Definition::External {
+                        weak: sym.bind == elf::STB_WEAK,
+                        slot: None,
+                    }
+                }
+            }
+            elf::SHN_ABS => Definition::Absolute(sym.value),
+            elf::SHN_COMMON => {
+                // For COMMON symbols st_value is the alignment.
+                let align = sym.value.max(1);
+                if !align.is_power_of_two() || align > self.page_size {
+                    return Err(malformed(
+                        "COMMON symbol alignment",
+                        Location::Symbol(position(index)),
+                    ));
+                }
+                Definition::Common {
+                    offset: fills.get(SegmentKind::Data)?.reserve(sym.size, align)?,
+                }
+            }
+            shndx => match entry
+                .section(usize::from(shndx.0))
+                .and_then(|i| self.sections.get(i))
+            {
+                Some(place) if place.loaded => Definition::Placed {
+                    segment: place.segment,
+                    offset: place.segment_offset.wrapping_add(sym.value),
+                },
+                _ => Definition::Unloaded,
+            },
+        })
     }
 }
 
@@ -855,7 +942,7 @@ impl<'a> Plan<'a> {
     pub(crate) fn loaded(&self) -> impl Iterator<Item = (ObjectIndex, &Loaded<'a>)> + '_ {
         self.objects
             .enumerate()
-            .filter_map(|(index, entry)| Some((index, entry.0.as_ref()?)))
+            .filter_map(|(index, entry)| Some((index, entry.loaded()?)))
     }
 
     /// Object `index`, in link order.
@@ -960,21 +1047,34 @@ impl<'a> Plan<'a> {
     fn define_symbols(&mut self, fills: &mut Fills) -> Result<usize> {
         let multi = self.objects.len() > 1;
         let mut names = 0usize;
-        for index in 0..self.objects.len() {
-            let Some(entry) = self.object(index).copied() else {
-                continue;
+        let definer = Definer {
+            arch: self.arch,
+            page_size: self.page_size,
+            sections: self.sections.view(),
+        };
+        let slots = self.symbols.entries_mut();
+        // Each object's symbols beside its slice of the table, in step: no index to
+        // translate or check per symbol.
+        for entry in self
+            .objects
+            .entries()
+            .iter()
+            .filter_map(ObjectEntry::loaded)
+        {
+            let Some(object_slots) = slots.get_mut(entry.symbol_range()) else {
+                return Err(malformed(
+                    "symbol index",
+                    Location::Symbol(position(entry.object.symbol_count())),
+                ));
             };
-            for (local, flat) in entry.symbols() {
-                let sym = entry.object.symbol(local)?;
-                let indexed = local != 0 && is_indexed(self.arch, &sym, multi);
-                let def = self.define(&entry, local, &sym, fills)?;
+            for (local, slot) in object_slots.iter_mut().enumerate() {
+                let sym = entry.object.symbol_head(local)?;
+                let name = needed_name(&entry.object, local, &sym, multi)?;
+                let indexed = local != 0 && is_indexed(definer.arch, &sym, name, multi);
+                let def = definer.define(entry, local, &sym, name, fills)?;
                 if indexed {
                     names = grow(names, 1)?;
                 }
-                let slot = self
-                    .symbols
-                    .get_mut(flat)
-                    .ok_or_else(|| malformed("symbol index", Location::Symbol(position(local))))?;
                 *slot = SymbolEntry {
                     def,
                     at_base: Base::Zero,
@@ -988,56 +1088,6 @@ impl<'a> Plan<'a> {
             }
         }
         Ok(names)
-    }
-
-    fn define(
-        &self,
-        entry: &Loaded<'a>,
-        index: usize,
-        sym: &Symbol<'a>,
-        fills: &mut Fills,
-    ) -> Result<Definition> {
-        if index == 0 {
-            return Ok(Definition::Nothing);
-        }
-        Ok(match sym.shndx {
-            elf::SHN_UNDEF => {
-                if sym.name.is_empty() {
-                    Definition::Nothing
-                } else if let Some(bias) = self.arch.linker_defined(sym.name) {
-                    Definition::GotRelative(bias)
-                } else {
-                    Definition::External {
-                        weak: sym.bind == elf::STB_WEAK,
-                        slot: None,
-                    }
-                }
-            }
-            elf::SHN_ABS => Definition::Absolute(sym.value),
-            elf::SHN_COMMON => {
-                // For COMMON symbols st_value is the alignment.
-                let align = sym.value.max(1);
-                if !align.is_power_of_two() || align > self.page_size {
-                    return Err(malformed(
-                        "COMMON symbol alignment",
-                        Location::Symbol(position(index)),
-                    ));
-                }
-                Definition::Common {
-                    offset: fills.get(SegmentKind::Data)?.reserve(sym.size, align)?,
-                }
-            }
-            shndx => match entry
-                .section(usize::from(shndx.0))
-                .and_then(|i| self.sections.get(i))
-            {
-                Some(place) if place.loaded => Definition::Placed {
-                    segment: place.segment,
-                    offset: place.segment_offset.wrapping_add(sym.value),
-                },
-                _ => Definition::Unloaded,
-            },
-        })
     }
 
     /// Binds every undefined symbol through the name index: to a definition in another

@@ -180,6 +180,11 @@ impl<'t, I: TableIndex, T> View<'t, I, T> {
         self.entries.get(index.position())
     }
 
+    /// The entries, in index order.
+    pub(crate) fn entries(self) -> &'t [T] {
+        self.entries
+    }
+
     pub(crate) fn enumerate(self) -> impl Iterator<Item = (I, &'t T)> + 't {
         self.entries
             .iter()

@@ -836,3 +836,74 @@ fn every_byte_of_a_segment_is_written() {
         );
     }
 }
+
+/// `globals` lists exactly the global and weak definitions of every object, in link
+/// order (placed, absolute and common ones), and nothing local or undefined; each at the
+/// address the symbol resolves to.
+#[test]
+fn globals_are_the_global_and_weak_definitions_of_every_object() {
+    let a = compile(
+        "static int hidden(int x) { return x * 3; }\n\
+         int entry(int x) { return hidden(x) + 1; }\n\
+         __attribute__((weak)) int tunable(void) { return 4; }\n\
+         static int counter; int shared_common;\n\
+         int bump(void) { return ++counter + shared_common; }\n\
+         __asm__(\".globl fixed\\n.set fixed, 0x1234\");",
+        &["-O2", "-fPIC", "-fcommon"],
+    );
+    let b = pic("extern int entry(int); extern int outside(void);\n\
+         const int table[4] = {1, 2, 3, 4};\n\
+         int second(int i) { return entry(table[i & 3]) + outside(); }");
+    let plan = Plan::new(&[&a, &b], PAGE).unwrap();
+    let mut buf = vec![0; plan.image_size() as usize];
+    let base = 0x40_0000;
+    let image = plan
+        .link(
+            &mut SliceBackend::new(&mut buf, base, PAGE),
+            &mut |name: &[u8]| (name == b"outside").then_some(0x9000),
+        )
+        .unwrap();
+    let globals: Vec<(String, u64, bool)> = image
+        .globals()
+        .map(|g| {
+            (
+                String::from_utf8_lossy(g.name).into_owned(),
+                g.address,
+                g.is_function,
+            )
+        })
+        .collect();
+    let mut names: Vec<&str> = globals.iter().map(|(n, _, _)| n.as_str()).collect();
+    // Within an object the order is the symbol table's; across objects, link order.
+    let split = names
+        .iter()
+        .position(|&n| n == "second" || n == "table")
+        .unwrap();
+    assert!(names[split..]
+        .iter()
+        .all(|n| ["second", "table"].contains(n)));
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "bump",
+            "entry",
+            "fixed",
+            "second",
+            "shared_common",
+            "table",
+            "tunable"
+        ]
+    );
+    let end = base + plan.image_size();
+    for (name, address, is_function) in &globals {
+        assert_eq!(Some(*address), image.symbol(name), "{name}");
+        if name == "fixed" {
+            assert_eq!(*address, 0x1234);
+        } else {
+            assert!((base..end).contains(address), "{name} at {address:#x}");
+        }
+        let function = ["bump", "entry", "second", "tunable"].contains(&name.as_str());
+        assert_eq!(*is_function, function, "{name}");
+    }
+}
