@@ -289,15 +289,27 @@ impl<'a> Plan<'a> {
         if self.externals == 0 {
             return Ok(());
         }
+        // Each slot belongs to one entry (a repeated external is an alias of the first):
+        // the walk ends at the last one.
+        let mut left = self.externals;
         for (_, entry) in self.loaded() {
-            for (local, flat) in entry.symbols() {
-                let Some(Definition::External {
+            let symbols = self
+                .symbols
+                .entries()
+                .get(entry.symbol_range())
+                .unwrap_or(&[]);
+            for (local, symbol) in symbols.iter().enumerate() {
+                if left == 0 {
+                    return Ok(());
+                }
+                let Definition::External {
                     weak,
                     slot: Some(slot),
-                }) = self.symbols.get(flat).map(|s| s.def)
+                } = symbol.def
                 else {
                     continue;
                 };
+                left = left.saturating_sub(1);
                 let name = entry.object.symbol(local)?.name;
                 let address = match resolver.resolve(name) {
                     Some(address) => address,
@@ -378,10 +390,13 @@ impl<'a> Plan<'a> {
         let bases = &resolved.bases;
         // Aliases carry copies of their targets' slots and stubs: each is written once.
         let owned = |s: &&SymbolEntry| !matches!(s.def, Definition::Alias(_));
+        // Each slot and stub has one owner: each walk ends at the last one.
         if self.got_slots != 0 {
             let got = segment_mut(backend, SegmentKind::ReadOnly)?;
+            let mut left = self.got_slots;
             for symbol in self.symbols.entries().iter().filter(owned) {
                 let Some(slot) = symbol.got else { continue };
+                left = left.saturating_sub(1);
                 let offset = self.got_offset + slot.offset();
                 write_u64(
                     slice_mut(got, offset, GOT_SLOT_SIZE)?,
@@ -390,12 +405,17 @@ impl<'a> Plan<'a> {
                 .ok_or(Error::BackendMismatch {
                     what: "GOT outside memory",
                 })?;
+                if left == 0 {
+                    break;
+                }
             }
         }
         if self.stubs != 0 {
             let code = segment_mut(backend, SegmentKind::Code)?;
+            let mut left = self.stubs;
             for symbol in self.symbols.entries().iter().filter(owned) {
                 let Some(index) = symbol.stub else { continue };
+                left = left.saturating_sub(1);
                 let stub = StubInput {
                     address: bases.stub(index),
                     target: resolved.address(symbol),
@@ -409,6 +429,9 @@ impl<'a> Plan<'a> {
                     .ok_or(Error::BackendMismatch {
                         what: "stub outside memory",
                     })?;
+                if left == 0 {
+                    break;
+                }
             }
         }
         Ok(())

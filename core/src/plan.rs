@@ -1103,43 +1103,50 @@ impl<'a> Plan<'a> {
         } else {
             &[Pass::References]
         };
+        let Plan {
+            objects,
+            symbols,
+            names,
+            ..
+        } = self;
+        let slots = symbols.entries_mut();
         for &pass in passes {
-            for index in 0..self.objects.len() {
-                let Some(entry) = self.object(index).copied() else {
+            for (index, entry) in objects.enumerate() {
+                let Some(entry) = entry.loaded() else {
                     continue;
                 };
-                let object =
-                    ObjectIndex::from_position(index).ok_or_else(|| too_many("objects"))?;
-                for (local, flat) in entry.symbols() {
-                    let Some(symbol) = self.symbols.get(flat) else {
-                        continue;
+                let first = entry.symbol_range().start;
+                for local in 0..entry.object.symbol_count() {
+                    // Most symbols are not indexed: tested on the entry, in step.
+                    let Some(symbol) = slots.get(first.wrapping_add(local)) else {
+                        break;
                     };
                     let external = matches!(symbol.def, Definition::External { .. });
                     if !symbol.indexed || external != (pass == Pass::References) {
                         continue;
                     }
-                    let name = entry.object.symbol(local)?.name;
+                    let flat = entry.symbol(local).ok_or_else(|| too_many("symbols"))?;
+                    let name = entry.object.symbol_name_bytes(local)?;
                     let key = NameKey {
-                        object,
+                        object: index,
                         symbol: local as u32,
                     };
-                    let objects = &self.objects;
                     let name_of = |key: NameKey| {
-                        let owner = objects.get(key.object)?.0.as_ref()?;
-                        Some(owner.object.symbol(key.symbol as usize).ok()?.name)
+                        let owner = objects.get(key.object)?.loaded()?;
+                        owner.object.symbol_name_bytes(key.symbol as usize).ok()
                     };
-                    let slot = names::entry(&mut self.names, name, key, name_of)
-                        .ok_or_else(|| too_many("names"))?;
+                    let slot =
+                        names::entry(names, name, key, name_of).ok_or_else(|| too_many("names"))?;
                     if pass == Pass::Definitions {
-                        slot.define(object, flat);
+                        slot.define(index, flat);
                         continue;
                     }
-                    let bound = slot.definition_for(object).or(slot.external);
+                    let bound = slot.definition_for(index).or(slot.external);
                     if bound.is_none() {
                         slot.external = Some(flat);
                     }
-                    if let (Some(target), Some(entry)) = (bound, self.symbols.get_mut(flat)) {
-                        entry.def = Definition::Alias(target);
+                    if let (Some(target), Some(alias)) = (bound, slots.get_mut(flat.position())) {
+                        alias.def = Definition::Alias(target);
                     }
                 }
             }
@@ -1449,9 +1456,12 @@ impl<'a> Plan<'a> {
     /// Sets every symbol's [`BaseOffset`]; an alias takes its target's location, slots, size
     /// and `st_other` (aliases never chain, so one pass over targets first suffices).
     fn locate_symbols(&mut self) {
+        let mut aliases = false;
         for symbol in self.symbols.entries_mut() {
             let at = match symbol.def {
-                Definition::Nothing | Definition::Unloaded | Definition::Alias(_) => {
+                Definition::Nothing | Definition::Unloaded => BaseOffset::NOWHERE,
+                Definition::Alias(_) => {
+                    aliases = true;
                     BaseOffset::NOWHERE
                 }
                 Definition::Absolute(value) => BaseOffset {
@@ -1479,6 +1489,9 @@ impl<'a> Plan<'a> {
                 },
             };
             symbol.set_at(at);
+        }
+        if !aliases {
+            return;
         }
         for index in 0..self.symbols.len() {
             let Some(symbol) = SymbolIndex::from_position(index) else {
