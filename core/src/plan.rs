@@ -10,7 +10,7 @@
 use crate::arch::reloc::{Class, Pair};
 use crate::arch::Arch;
 use crate::bits::align_up;
-use crate::elf::{Object, Rela, Relocations, SymbolHead};
+use crate::elf::{Object, Rela, SymbolHead};
 use crate::error::{Error, Location, Name, RelocError, RelocProblem, Result};
 use crate::memory::{Layout, SegmentRequest};
 use crate::names::{self, NameKey, NameSlot};
@@ -1287,9 +1287,7 @@ impl<'a> Plan<'a> {
                 // Relocations of one type come in runs: classify each run once.
                 let mut last: Option<(RelocationType, Class)> = None;
                 let mut relocations = entry.object.relocations(rela_index)?;
-                let mut next = relocations.next();
-                while let Some(rela) = next {
-                    next = relocations.next();
+                while let Some(rela) = relocations.next() {
                     count += 1;
                     let class = match last {
                         Some((r_type, class)) if r_type == rela.r_type => class,
@@ -1349,7 +1347,8 @@ impl<'a> Plan<'a> {
                     }
                     // The rest of a run of plain data relocations (no slot, no pair) needs
                     // only places in bounds and symbols with an address (this one's field
-                    // fit, so the section holds at least one).
+                    // fit, so the section holds at least one): passed over on the raw
+                    // entries. A relocation of another type after this one ends it at once.
                     let limit = place.size.checked_sub(u64::from(class.width));
                     if let Some(limit) = limit.filter(|_| plain) {
                         let run = PlainRun {
@@ -1361,7 +1360,8 @@ impl<'a> Plan<'a> {
                                 .get(entry.symbol_range())
                                 .unwrap_or(&[]),
                         };
-                        next = run.skip(next, &mut relocations, &mut count);
+                        count += relocations
+                            .pass_while(|r_type, offset, symbol| run.holds(r_type, offset, symbol));
                     }
                 }
             }
@@ -1622,25 +1622,6 @@ struct PlainRun<'t> {
 }
 
 impl PlainRun<'_> {
-    /// Counts the relocations of the run, from `first` on; returns the first one that is
-    /// not part of it.
-    #[inline(never)]
-    fn skip(
-        &self,
-        first: Option<Rela>,
-        relocations: &mut Relocations,
-        count: &mut u64,
-    ) -> Option<Rela> {
-        match first {
-            Some(rela) if self.holds(rela.r_type, rela.offset, rela.symbol) => {}
-            other => return other,
-        }
-        let rest =
-            relocations.pass_while(|r_type, offset, symbol| self.holds(r_type, offset, symbol));
-        *count += 1 + rest;
-        relocations.next()
-    }
-
     /// A relocation of the run's type, in bounds, against a symbol with an address.
     #[inline(always)]
     fn holds(&self, r_type: RelocationType, offset: u64, symbol: u32) -> bool {
