@@ -408,8 +408,18 @@ impl<'a> Object<'a> {
             object.symbols = symbols;
             object.symbol_names = object.section_bytes(strtab, strtab_index)?;
             let terminated = is_terminated(object.symbol_names);
-            for index in 0..symbols.len() {
-                object.validate_symbol(index, terminated)?;
+            let (names, sections) = (object.symbol_names.len(), object.sections.len());
+            for (index, sym) in symbols.iter().enumerate() {
+                // The common case, tested inline: a name offset inside a terminated table
+                // and an ordinary section index. Anything else gets the full check, which
+                // says what is wrong.
+                let shndx = usize::from(sym.st_shndx.get(LE).0);
+                let plain = terminated
+                    && (sym.st_name.get(LE) as usize) < names
+                    && shndx < sections.min(usize::from(elf::SHN_LORESERVE));
+                if !plain {
+                    object.validate_symbol(index, terminated)?;
+                }
             }
         }
 

@@ -907,3 +907,63 @@ fn globals_are_the_global_and_weak_definitions_of_every_object() {
         assert_eq!(*is_function, function, "{name}");
     }
 }
+
+/// Symbols the parse must refuse, each named: a section index past the section headers,
+/// an extended index (`SHN_XINDEX`), a name at the string table's end or past it. The same object with
+/// an absolute symbol (a reserved index the parse accepts) still parses.
+#[test]
+fn bad_symbol_fields_are_refused_by_name() {
+    use elfjit_core::error::Location;
+    let object = pic("int counter; int k(void) { return ++counter; }");
+    let parsed = Object::parse(&object).unwrap();
+    let (symtab, strtab_len) = (0..parsed.section_count())
+        .find_map(|i| {
+            let s = parsed.section(i).ok()?;
+            (s.kind == object::elf::SHT_SYMTAB).then(|| {
+                let names = parsed.section(s.link as usize).unwrap().data.len();
+                let at = s.data.as_ptr() as usize - object.as_ptr() as usize;
+                (at, names)
+            })
+        })
+        .unwrap();
+    let last = parsed.symbol_count() - 1;
+    // Elf64_Sym: st_name (4), st_info, st_other, st_shndx (2), st_value, st_size.
+    let field = |index: usize, at: usize| symtab + index * 24 + at;
+    let with = |index: usize, at: usize, bytes: &[u8]| {
+        let mut patched = object.clone();
+        patched[field(index, at)..field(index, at) + bytes.len()].copy_from_slice(bytes);
+        patched
+    };
+    let sections = parsed.section_count() as u16;
+    let cases = [
+        (
+            with(last, 6, &sections.to_le_bytes()),
+            "symbol's section index",
+        ),
+        (
+            with(last, 6, &0xffffu16.to_le_bytes()),
+            "extended section indices (SHN_XINDEX)",
+        ),
+        (
+            with(last, 0, &(strtab_len as u32).to_le_bytes()),
+            "unterminated name",
+        ),
+        (
+            with(last, 0, &(strtab_len as u32 + 1).to_le_bytes()),
+            "name past its string table",
+        ),
+    ];
+    for (patched, what) in cases {
+        match Object::parse(&patched).map(|_| ()) {
+            Err(Error::Malformed { what: got, at }) => {
+                assert_eq!((got, at), (what, Location::Symbol(last as u32)));
+            }
+            Err(Error::NotSupported { what: got, value }) => {
+                assert_eq!((got, value), (what, last as u64));
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let absolute = with(last, 6, &0xfff1u16.to_le_bytes());
+    assert!(Object::parse(&absolute).is_ok());
+}
