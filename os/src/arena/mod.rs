@@ -260,14 +260,19 @@ fn total(requests: &[Request; 3]) -> u64 {
 fn coalesce(ranges: &mut Vec<(usize, usize)>) {
     ranges.retain(|&(_, len)| len != 0);
     ranges.sort_unstable();
-    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
-    for &(start, len) in ranges.iter() {
-        match merged.last_mut() {
+    // In place: every load publishes through here, and a second vector was an allocation.
+    let mut kept: usize = 0;
+    for i in 0..ranges.len() {
+        let (start, len) = ranges[i];
+        match kept.checked_sub(1).and_then(|last| ranges.get_mut(last)) {
             Some((s, l)) if *s + *l == start => *l += len,
-            _ => merged.push((start, len)),
+            _ => {
+                ranges[kept] = (start, len);
+                kept += 1;
+            }
         }
     }
-    *ranges = merged;
+    ranges.truncate(kept);
 }
 
 impl Arena {
@@ -1069,6 +1074,26 @@ fn take_runs(chunk: &mut Chunk, page: usize, sum: &[Request; 3]) -> Option<[Opti
 mod tests {
     use super::*;
     use elfjit_core::{MemoryBackend, SegmentRequest};
+
+    /// Touching ranges merge whatever order they come in; gaps stay; empty ones go.
+    #[test]
+    fn coalescing_merges_touching_ranges_in_order() {
+        let mut ranges = vec![
+            (0x3000, 0x1000),
+            (0x1000, 0x1000),
+            (0x9000, 0),
+            (0x2000, 0x1000),
+        ];
+        ranges.extend([(0x8000, 0x2000), (0x6000, 0x1000)]);
+        coalesce(&mut ranges);
+        assert_eq!(
+            ranges,
+            [(0x1000, 0x3000), (0x6000, 0x1000), (0x8000, 0x2000)]
+        );
+        let mut none: Vec<(usize, usize)> = vec![(0x1000, 0)];
+        coalesce(&mut none);
+        assert!(none.is_empty());
+    }
 
     /// Allocates one page per class in `arena`, fills each with `byte`, publishes it and
     /// returns it, with what its segments read first.
