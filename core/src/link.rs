@@ -293,11 +293,7 @@ impl<'a> Plan<'a> {
         // the walk ends at the last one.
         let mut left = self.externals;
         for (_, entry) in self.loaded() {
-            let symbols = self
-                .symbols
-                .entries()
-                .get(entry.symbol_range())
-                .unwrap_or(&[]);
+            let symbols = entry.symbols_in(self.symbols.entries());
             for (local, symbol) in symbols.iter().enumerate() {
                 if left == 0 {
                     return Ok(());
@@ -467,11 +463,7 @@ impl<'a> Plan<'a> {
                 let section = SectionLink {
                     plan: self,
                     resolved,
-                    symbols: self
-                        .symbols
-                        .entries()
-                        .get(entry.symbol_range())
-                        .unwrap_or(&[]),
+                    symbols: entry.symbols_in(self.symbols.entries()),
                     address: bases.section(place),
                     object,
                     target,
@@ -884,12 +876,7 @@ impl<'a> Iterator for Globals<'_, 'a> {
                 }
             }
             let loaded = self.objects.find_map(|entry| entry.loaded())?;
-            let entries = self
-                .resolved
-                .symbols
-                .entries()
-                .get(loaded.symbol_range())
-                .unwrap_or(&[]);
+            let entries = loaded.symbols_in(self.resolved.symbols.entries());
             self.object = Some(loaded.object);
             // Symbol 0 is the null symbol.
             self.entries = entries.iter().enumerate();

@@ -257,6 +257,12 @@ impl Loaded<'_> {
         self.first_symbol..self.first_symbol.saturating_add(self.object.symbol_count())
     }
 
+    /// This object's entries of an image-wide symbol table, by local index.
+    #[inline]
+    pub(crate) fn symbols_in<'t, T>(&self, table: &'t [T]) -> &'t [T] {
+        table.get(self.symbol_range()).unwrap_or(&[])
+    }
+
     /// Every image-wide symbol index of this object with its local index.
     #[inline]
     pub(crate) fn symbols(&self) -> impl Iterator<Item = (usize, SymbolIndex)> + '_ {
@@ -1354,11 +1360,7 @@ impl<'a> Plan<'a> {
                         let run = PlainRun {
                             r_type: rela.r_type,
                             limit,
-                            symbols: self
-                                .symbols
-                                .entries()
-                                .get(entry.symbol_range())
-                                .unwrap_or(&[]),
+                            symbols: entry.symbols_in(self.symbols.entries()),
                         };
                         count += relocations
                             .pass_while(|r_type, offset, symbol| run.holds(r_type, offset, symbol));
