@@ -3,64 +3,12 @@
 //! Every test uses its own directory under cargo's scratch space and removes it.
 
 use elfjit::cache::clear_dir;
-use elfjit::clang::Compiler;
 use elfjit::Arch;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A fresh directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "cache-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn compiler() -> Compiler {
-    Compiler::find().expect("clang")
-}
-
-fn host() -> Arch {
-    Arch::host().expect("a supported host")
-}
-
-fn add_source(k: i32) -> String {
-    format!("int add(int a, int b) {{ return a + b + {k}; }}\n")
-}
-
-/// Every `.obj` entry in `dir`: (path, size).
-fn entries(dir: &Path) -> Vec<(PathBuf, u64)> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".obj"))
-                .map(|e| (e.path(), e.metadata().unwrap().len()))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_elfjit"))
-}
+mod support;
+use support::*;
 
 fn run_cli(cache_dir: &Path, args: &[&str]) -> std::process::Output {
     bin()
@@ -78,15 +26,6 @@ fn path_with(dir: &Path) -> std::ffi::OsString {
         &std::env::var_os("PATH").unwrap_or_default(),
     ));
     std::env::join_paths(dirs).unwrap()
-}
-
-fn json(o: &std::process::Output) -> serde_json::Value {
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 #[test]
@@ -229,7 +168,11 @@ fn cli_cache_field_override_and_clear() {
     );
     // The entries are under $ELFJIT_CACHE_DIR/objects.
     let objects = cache_dir.join("objects");
-    assert_eq!(entries(&objects).len(), 2, "the object and clang's version");
+    assert_eq!(
+        cache_entries(&objects).len(),
+        2,
+        "the object and clang's version"
+    );
     let o = run_cli(&cache_dir, &["cache", "dir"]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
@@ -242,7 +185,7 @@ fn cli_cache_field_override_and_clear() {
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.starts_with("removed 2 cached objects ("), "{said}");
     assert!(said.contains(objects.to_str().unwrap()), "{said}");
-    assert!(entries(&objects).is_empty());
+    assert!(cache_entries(&objects).is_empty());
     assert!(objects.join("README").exists());
     let v = json(&run_cli(&cache_dir, &cached));
     assert_eq!(v["cache"], "miss");

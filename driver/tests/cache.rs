@@ -4,50 +4,17 @@
 //! Every test uses its own directory under cargo's scratch space and removes it.
 
 use elfjit::cache::{Cache, CacheKey, CacheStatus};
-use elfjit::clang::{CompileOptions, Compiler, Lang};
+use elfjit::clang::{CompileOptions, Lang};
 use elfjit::flags::HostInfo;
 use elfjit::{Arch, Module};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-/// A fresh directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "cache-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn compiler() -> Compiler {
-    Compiler::find().expect("clang")
-}
-
-fn host() -> Arch {
-    Arch::host().expect("a supported host")
-}
+mod common;
+use common::*;
 
 fn c_opts() -> CompileOptions {
     CompileOptions::new(Lang::C, host())
-}
-
-fn add_source(k: i32) -> String {
-    format!("int add(int a, int b) {{ return a + b + {k}; }}\n")
 }
 
 fn call_add(object: &[u8], a: i32, b: i32) -> i32 {
@@ -56,20 +23,6 @@ fn call_add(object: &[u8], a: i32, b: i32) -> i32 {
     // SAFETY: `add` is `int add(int, int)` and `m` is alive for the call.
     let f: extern "C" fn(i32, i32) -> i32 = unsafe { std::mem::transmute(f) };
     f(a, b)
-}
-
-/// Every `.obj` entry in `dir`: (path, size).
-fn entries(dir: &Path) -> Vec<(PathBuf, u64)> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".obj"))
-                .map(|e| (e.path(), e.metadata().unwrap().len()))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 #[test]
@@ -229,7 +182,7 @@ fn concurrent_threads_share_one_cache() {
             });
         }
     });
-    let files = entries(&dir.0);
+    let files = cache_entries(&dir.0);
     // Four objects plus the remembered clang version.
     assert_eq!(files.len(), 5, "{files:?}");
     let fresh = Cache::on_disk(&dir.0);
@@ -259,10 +212,10 @@ fn eviction_keeps_the_directory_under_its_limit_least_recently_used_first() {
     for n in 0..4 {
         cache.insert(key(n), &object(n));
     }
-    assert_eq!(entries(&dir.0).len(), 4);
+    assert_eq!(cache_entries(&dir.0).len(), 4);
     // Age every entry, then use entry 0: it becomes the most recently used.
     let old = SystemTime::now() - Duration::from_secs(3600);
-    for (i, (p, _)) in entries(&dir.0).iter().enumerate() {
+    for (i, (p, _)) in cache_entries(&dir.0).iter().enumerate() {
         let f = std::fs::File::options().write(true).open(p).unwrap();
         f.set_modified(old + Duration::from_secs(i as u64)).unwrap();
     }
@@ -271,7 +224,7 @@ fn eviction_keeps_the_directory_under_its_limit_least_recently_used_first() {
     for n in 4..6 {
         cache.insert(key(n), &object(n));
     }
-    let total: u64 = entries(&dir.0).iter().map(|e| e.1).sum();
+    let total: u64 = cache_entries(&dir.0).iter().map(|e| e.1).sum();
     assert!(total <= limit / 10 * 9, "{total} bytes left");
     assert_eq!(
         cache.get(&key(0)),
@@ -285,11 +238,11 @@ fn eviction_keeps_the_directory_under_its_limit_least_recently_used_first() {
     // Many more writes: never over the limit.
     for n in 10..40 {
         cache.insert(key(n), &object(n));
-        let total: u64 = entries(&dir.0).iter().map(|e| e.1).sum();
+        let total: u64 = cache_entries(&dir.0).iter().map(|e| e.1).sum();
         assert!(total <= limit, "{total} bytes after entry {n}");
     }
     // A limit smaller than one entry keeps nothing, and says nothing.
     let tiny = Cache::on_disk(dir.0.join("tiny")).with_disk_limit(100);
     tiny.insert(key(9), &object(9));
-    assert!(entries(&dir.0.join("tiny")).is_empty());
+    assert!(cache_entries(&dir.0.join("tiny")).is_empty());
 }

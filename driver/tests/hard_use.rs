@@ -7,19 +7,18 @@
 //! mappings and children, which other tests running at the same time would disturb.
 
 use elfjit::clang::{CompileOptions, Compiler, Lang};
-use elfjit::{Arch, Error, Module};
-use std::path::{Path, PathBuf};
+use elfjit::{Error, Module};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn host() -> Arch {
-    Arch::host().unwrap()
 }
 
 fn compile(source: &str) -> Vec<u8> {
@@ -154,33 +153,6 @@ fn eight_threads_compile_load_and_call_concurrently() {
         .collect();
     for t in threads {
         t.join().unwrap();
-    }
-}
-
-/// A scratch directory for fake clang scripts, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("elfjit-hard-use-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn script(&self, name: &str, body: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let path = self.0.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

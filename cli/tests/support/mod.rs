@@ -1,61 +1,19 @@
-//! Helpers shared by the security tests: scratch directories, the real `elfjit` binary run
+//! Helpers shared by the CLI's tests: scratch directories, the real `elfjit` binary run
 //! with a watchdog, files owned by another user, and fake programs.
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+// Scratch directories and the host's clang, shared with the driver's tests.
+#[path = "../../../driver/tests/common/mod.rs"]
+mod common;
+pub use common::*;
 
 /// The uid and gid files "owned by another user" get (nobody on Debian).
 pub const OTHER_UID: u32 = 65534;
-
-/// A fresh directory under cargo's scratch space, removed when dropped.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(tag: &str) -> Scratch {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "sec-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Writes `text` to `name` and returns its path.
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// An executable `#!/bin/sh` script.
-    pub fn script(&self, name: &str, body: &str) -> PathBuf {
-        let p = self.write(name, &format!("#!/bin/sh\n{body}\n"));
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        // Files chowned to another user or made read-only are still removable by root.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The `elfjit` binary cargo built for these tests, with no cache or emulation settings
 /// inherited from the environment.
