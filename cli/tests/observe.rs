@@ -3,16 +3,10 @@
 //! in (the library's unwinding is tested in elfjit's tests/observe.rs).
 
 use elfjit::Arch;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("elfjit-cli-observe-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod support;
+use support::Scratch;
 
 fn text(output: &Output) -> String {
     format!(
@@ -35,7 +29,7 @@ fn tool(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
 
 #[test]
 fn gdb_stops_in_a_kernel_run_with_debug_at_its_source_line() {
-    let dir = scratch("gdb");
+    let dir = Scratch::new("gdb");
     let source = dir.join("my_kernel.c");
     std::fs::write(
         &source,
@@ -98,7 +92,6 @@ fn gdb_stops_in_a_kernel_run_with_debug_at_its_source_line() {
         text.contains("#1 ") && text.contains("elfjit::native::"),
         "{text}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -129,7 +122,7 @@ fn debug_is_refused_for_an_emulated_run() {
     ignore = "dlopen-fallback kernels are in a removed shared library, not in perf-mapped memory"
 )]
 fn perf_names_a_kernel_elfjit_run_spins_in_with_elfjit_perf_map() {
-    let dir = scratch("perf");
+    let dir = Scratch::new("perf");
     let source = dir.join("spin.c");
     std::fs::write(
         &source,
@@ -195,5 +188,4 @@ fn perf_names_a_kernel_elfjit_run_spins_in_with_elfjit_perf_map() {
         .map(str::to_string)
         .expect("a sample's pid");
     std::fs::remove_file(format!("/tmp/perf-{pid}.map")).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -431,19 +431,14 @@ fn versioned_clang(dirs: &[PathBuf]) -> Option<PathBuf> {
 mod tests {
     use super::*;
     use elfjit_core::Arch;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
-    fn scratch_dir(tag: &str) -> PathBuf {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "elfjit-clang-test-{}-{tag}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh directory for one test, removed when it is dropped (passing or not).
+    fn scratch_dir(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("elfjit-clang-test-{tag}-"))
+            .tempdir()
+            .unwrap()
     }
 
     fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
@@ -456,7 +451,8 @@ mod tests {
 
     #[test]
     fn no_clang_lists_what_was_tried() {
-        let empty = scratch_dir("empty");
+        let empty_dir = scratch_dir("empty");
+        let empty = empty_dir.path();
         let err = Compiler::find_with(None, Some(empty.as_os_str())).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, Error::ClangNotFound { .. }), "{msg}");
@@ -467,12 +463,14 @@ mod tests {
 
     #[test]
     fn picks_plain_clang_then_newest_versioned() {
-        let a = scratch_dir("a");
-        let b = scratch_dir("b");
-        script(&a, "clang-9", "exit 0");
-        script(&a, "clang-17", "exit 0");
-        script(&b, "clang-19", "exit 0");
-        script(&b, "clang-19x", "exit 0");
+        let a_dir = scratch_dir("a");
+        let a = a_dir.path();
+        let b_dir = scratch_dir("b");
+        let b = b_dir.path();
+        script(a, "clang-9", "exit 0");
+        script(a, "clang-17", "exit 0");
+        script(b, "clang-19", "exit 0");
+        script(b, "clang-19x", "exit 0");
         std::fs::write(b.join("clang-42"), "not executable").unwrap();
         // PATH order decides (issue 12: a later directory's higher number used to win);
         // within a directory the highest version does.
@@ -483,24 +481,25 @@ mod tests {
         let c = Compiler::find_with(None, Some(&reversed)).unwrap();
         assert_eq!(c.path(), b.join("clang-19"));
         // A leading zero is not a version: `clang-019` never competes with `clang-19`.
-        script(&b, "clang-0190", "exit 0");
+        script(b, "clang-0190", "exit 0");
         let c = Compiler::find_with(None, Some(&reversed)).unwrap();
         assert_eq!(c.path(), b.join("clang-19"));
-        script(&b, "clang", "exit 0");
+        script(b, "clang", "exit 0");
         let c = Compiler::find_with(None, Some(&path)).unwrap();
         assert_eq!(c.path(), b.join("clang"));
     }
 
     #[test]
     fn explicit_clang_must_exist_and_run() {
-        let d = scratch_dir("explicit");
+        let d_dir = scratch_dir("explicit");
+        let d = d_dir.path();
         let missing = d.join("nope");
         let err = Compiler::find_with(Some(missing.as_os_str()), None).unwrap_err();
         assert!(err.to_string().contains("ELFJIT_CLANG="), "{err}");
-        let broken = script(&d, "broken", "exit 3");
+        let broken = script(d, "broken", "exit 3");
         let err = Compiler::find_with(Some(broken.as_os_str()), None).unwrap_err();
         assert!(err.to_string().contains("does not run"), "{err}");
-        let fake = script(&d, "fake", "echo 'fake clang version 99'");
+        let fake = script(d, "fake", "echo 'fake clang version 99'");
         let c = Compiler::find_with(Some(fake.as_os_str()), None).unwrap();
         assert_eq!(c.version().unwrap(), "fake clang version 99");
         // A bare name is looked up in PATH.
@@ -510,8 +509,9 @@ mod tests {
 
     #[test]
     fn timeout_kills_and_reaps() {
-        let d = scratch_dir("slow");
-        let slow = script(&d, "slow", "sleep 30");
+        let d_dir = scratch_dir("slow");
+        let d = d_dir.path();
+        let slow = script(d, "slow", "sleep 30");
         let c = Compiler::at(&slow)
             .unwrap()
             .with_timeout(Duration::from_millis(300));
@@ -525,8 +525,9 @@ mod tests {
 
     #[test]
     fn a_timeout_too_large_to_represent_is_no_limit() {
-        let d = scratch_dir("maxtimeout");
-        let echo = script(&d, "echo", "cat");
+        let d_dir = scratch_dir("maxtimeout");
+        let d = d_dir.path();
+        let echo = script(d, "echo", "cat");
         let out = Compiler::at(&echo)
             .unwrap()
             .with_timeout(Duration::MAX)
@@ -557,7 +558,8 @@ mod tests {
     #[test]
     fn real_clang_reports_what_it_included() {
         let c = Compiler::find().expect("clang");
-        let d = scratch_dir("deps");
+        let d_dir = scratch_dir("deps");
+        let d = d_dir.path();
         let header = d.join("k.h");
         std::fs::write(&header, "#define K 3\n").unwrap();
         let src = format!(
@@ -583,9 +585,10 @@ mod tests {
 
     #[test]
     fn failure_and_empty_output_are_errors() {
-        let d = scratch_dir("fail");
+        let d_dir = scratch_dir("fail");
+        let d = d_dir.path();
         let failing = script(
-            &d,
+            d,
             "failing",
             "cat >/dev/null; echo 'boom: bad input' >&2; exit 1",
         );
@@ -594,7 +597,7 @@ mod tests {
             .compile(b"x", &CompileOptions::new(Lang::C, Arch::X86_64))
             .unwrap_err();
         assert!(err.to_string().contains("boom: bad input"), "{err}");
-        let silent = script(&d, "silent", "exit 0");
+        let silent = script(d, "silent", "exit 0");
         let err = Compiler::at(&silent)
             .unwrap()
             .compile(
@@ -607,9 +610,10 @@ mod tests {
 
     #[test]
     fn big_input_and_output_do_not_deadlock() {
-        let d = scratch_dir("echo");
+        let d_dir = scratch_dir("echo");
+        let d = d_dir.path();
         // Echo 4 MiB back on stdout and a lot on stderr while still reading stdin.
-        let echo = script(&d, "echo", "cat; cat /dev/zero | head -c 1000000 >&2");
+        let echo = script(d, "echo", "cat; cat /dev/zero | head -c 1000000 >&2");
         let src = vec![b'a'; 4 << 20];
         let out = Compiler::at(&echo)
             .unwrap()

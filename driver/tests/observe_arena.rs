@@ -20,10 +20,10 @@ fn observed() -> (MutexGuard<'static, ()>, &'static PathBuf) {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!(
-            "elfjit-driver-observe-arena-{}",
-            std::process::id()
-        ));
+        // Under cargo's scratch space for these tests: the directory lives as long as the
+        // process (a static), so it is left for the next build's clean, not in /tmp.
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("observe-arena-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         observe::enable_with(

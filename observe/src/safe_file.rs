@@ -96,16 +96,18 @@ mod tests {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("elfjit-safe-file-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(name)
+    /// A fresh directory for one test, removed when it is dropped (passing or not).
+    fn scratch() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("elfjit-safe-file-")
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn creates_0600_and_appends_to_its_own_file() {
-        let path = scratch("own");
-        let _ = std::fs::remove_file(&path);
+        let dir = scratch();
+        let path = dir.path().join("own");
         open_append(&path).unwrap().write_all(b"one\n").unwrap();
         open_append(&path).unwrap().write_all(b"two\n").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
@@ -115,17 +117,17 @@ mod tests {
 
     #[test]
     fn refuses_symlinks_shared_files_and_hard_links() {
+        let dir = scratch();
+        let scratch = |name: &str| dir.path().join(name);
         let target = scratch("target");
         std::fs::write(&target, b"").unwrap();
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
 
         let link = scratch("symlink");
-        let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&target, &link).unwrap();
         assert!(open_append(&link).is_err(), "followed a symlink");
 
         let hard = scratch("hardlink");
-        let _ = std::fs::remove_file(&hard);
         std::fs::hard_link(&target, &hard).unwrap();
         let err = open_append(&hard).unwrap_err();
         assert!(err.to_string().contains("more than one link"), "{err}");
@@ -139,17 +141,16 @@ mod tests {
             "{err}"
         );
 
-        let dir = scratch("a-directory");
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(open_append(&dir).is_err());
+        let a_directory = scratch("a-directory");
+        std::fs::create_dir_all(&a_directory).unwrap();
+        assert!(open_append(&a_directory).is_err());
     }
 
     #[test]
     fn private_dirs_are_new_and_0700() {
-        let parent = scratch("dirs");
-        std::fs::create_dir_all(&parent).unwrap();
-        let a = private_dir(&parent, "x").unwrap();
-        let b = private_dir(&parent, "x").unwrap();
+        let parent = scratch();
+        let a = private_dir(parent.path(), "x").unwrap();
+        let b = private_dir(parent.path(), "x").unwrap();
         assert_ne!(a, b);
         let mode = std::fs::metadata(&a).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
