@@ -202,8 +202,6 @@ const COLD_PREP: &str = "ELFJIT_BENCH_ARENA_COLD_PREP";
 enum Prep {
     /// Look `expf` up (dlsym, libm).
     Resolve,
-    /// Touch 256 KiB of stack.
-    Stack,
     /// Make the process arena's first chunk (reserve, protect) and publish a page per
     /// class in it (freed into the arena's pool, not released).
     Arena,
@@ -216,13 +214,7 @@ enum Prep {
     Elsewhere,
 }
 
-const PREPS: [Prep; 5] = [
-    Prep::Resolve,
-    Prep::Stack,
-    Prep::Arena,
-    Prep::Text,
-    Prep::Elsewhere,
-];
+const PREPS: [Prep; 4] = [Prep::Resolve, Prep::Arena, Prep::Text, Prep::Elsewhere];
 
 /// Reads a byte of every page this executable's file is mapped at.
 fn touch_own_pages() {
@@ -250,12 +242,6 @@ fn touch_own_pages() {
     }
 }
 
-#[inline(never)]
-fn touch_stack() {
-    let mut buf = [0u8; 256 << 10];
-    black_box(&mut buf);
-}
-
 /// In the child: does the steps named in `ELFJIT_BENCH_ARENA_COLD_PREP` (timing the
 /// whole preparation), then times the first load + lookup, then the median of 200 warm
 /// loads. Prints `cold_ns prep_ns warm_ns`.
@@ -268,7 +254,6 @@ fn cold_child(path: &str) {
             Prep::Resolve => {
                 black_box(ProcessResolver::lookup(b"expf"));
             }
-            Prep::Stack => touch_stack(),
             Prep::Arena => {
                 let mut b = Arena::process().backend();
                 let request = elfjit_core::SegmentRequest {
@@ -409,7 +394,11 @@ thread_local! {
     static COLD: std::cell::RefCell<Option<ColdFigures>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Criterion's mean estimate (ns) for `group/id` in this run.
+/// When this process started benchmarking: estimates written before it are an earlier
+/// run's (a filter left their benchmark out this time) and are not reported as this run's.
+static STARTED: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+
+/// Criterion's mean estimate (ns) for `group/id` in this run, if it ran.
 fn mean(group: &str, id: &str) -> Option<f64> {
     let root = std::env::var_os("CRITERION_HOME")
         .map(PathBuf::from)
@@ -423,8 +412,12 @@ fn mean(group: &str, id: &str) -> Option<f64> {
             Some(exe.parent()?.parent()?.parent()?.join("criterion"))
         })
         .unwrap_or_else(|| PathBuf::from("target/criterion"));
-    let text =
-        std::fs::read_to_string(root.join(group).join(id).join("new/estimates.json")).ok()?;
+    let path = root.join(group).join(id).join("new/estimates.json");
+    let written = std::fs::metadata(&path).and_then(|m| m.modified()).ok()?;
+    if STARTED.get().is_none_or(|&started| written < started) {
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
     let json: serde_json::Value = serde_json::from_str(&text).ok()?;
     json["mean"]["point_estimate"].as_f64()
 }
@@ -604,6 +597,7 @@ fn main() {
         cold_child(&path);
         return;
     }
+    STARTED.get_or_init(std::time::SystemTime::now);
     if cpu_time() {
         run(Criterion::default()
             .with_measurement(ThreadCpu)
