@@ -1,43 +1,17 @@
 //! The `elfjit` binary, end to end: exit codes, messages, JSON.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod support;
+use support::{stderr, stdout, Scratch};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_elfjit"))
 }
 
-/// A fresh directory under cargo's per-target scratch space.
-fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "cli-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 fn run(cmd: &mut Command) -> Output {
     cmd.stdin(Stdio::null()).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Failed cleanly: non-zero exit, one `elfjit: error:` message, no panic.
@@ -80,8 +54,8 @@ fn unknown_command_and_option() {
         &run(bin().arg("frobnicate")),
         "unknown command `frobnicate`",
     );
-    let d = scratch("opt");
-    let k = write(&d, "k.c", ADD_C);
+    let d = Scratch::new("cli-opt");
+    let k = d.write("k.c", ADD_C);
     assert_clean_failure(
         &run(bin().arg("run").arg(&k).arg("--bogus")),
         "unknown option `--bogus`",
@@ -108,8 +82,8 @@ fn unknown_command_and_option() {
 
 #[test]
 fn malformed_arg_specs() {
-    let d = scratch("args");
-    let k = write(&d, "k.c", ADD_C);
+    let d = Scratch::new("cli-args");
+    let k = d.write("k.c", ADD_C);
     for (spec, needle) in [
         ("u8:300", "300 is out of range for u8 (0..=255)"),
         ("i31:4", "unknown type `i31`"),
@@ -139,8 +113,8 @@ fn stdin_needs_lang() {
 
 #[test]
 fn unknown_extension_needs_lang() {
-    let d = scratch("ext");
-    let k = write(&d, "k.txt", ADD_C);
+    let d = Scratch::new("cli-ext");
+    let k = d.write("k.txt", ADD_C);
     assert_clean_failure(&run(bin().arg("run").arg(&k)), "--lang");
     assert_clean_failure(
         &run(bin().arg("run").arg(d.join("missing.c"))),
@@ -150,8 +124,8 @@ fn unknown_extension_needs_lang() {
 
 #[test]
 fn clang_diagnostics_are_shown() {
-    let d = scratch("diag");
-    let k = write(&d, "broken.c", "int f(int a) { return a +; }\n");
+    let d = Scratch::new("cli-diag");
+    let k = d.write("broken.c", "int f(int a) { return a +; }\n");
     let o = run(bin().arg("run").arg(&k));
     assert_clean_failure(&o, "expected expression");
     assert_eq!(o.status.code(), Some(1));
@@ -159,13 +133,14 @@ fn clang_diagnostics_are_shown() {
 
 #[test]
 fn no_clang_found() {
-    let empty = scratch("nopath");
-    let k = write(&empty, "k.c", ADD_C);
+    let empty = Scratch::new("cli-nopath");
+    let k = empty.write("k.c", ADD_C);
+    let empty_path = Scratch::new("cli-emptypath");
     let o = run(bin()
         .arg("run")
         .arg(&k)
         .env_remove("ELFJIT_CLANG")
-        .env("PATH", scratch("emptypath")));
+        .env("PATH", empty_path.path()));
     assert_clean_failure(&o, "no clang found");
     assert!(stderr(&o).contains("ELFJIT_CLANG"), "{}", stderr(&o));
     let o = run(bin()
@@ -177,8 +152,8 @@ fn no_clang_found() {
 
 #[test]
 fn foreign_target_runs_emulated() {
-    let d = scratch("foreign");
-    let k = write(&d, "k.c", ADD_C);
+    let d = Scratch::new("cli-foreign");
+    let k = d.write("k.c", ADD_C);
     let foreign = if cfg!(target_arch = "riscv64") {
         "aarch64"
     } else {
@@ -207,8 +182,8 @@ fn json(o: &Output) -> serde_json::Value {
 
 #[test]
 fn run_add_json() {
-    let d = scratch("add");
-    let k = write(&d, "k.c", ADD_C);
+    let d = Scratch::new("cli-add");
+    let k = d.write("k.c", ADD_C);
     let v = json(&run(bin().arg("run").arg(&k).args([
         "--ret", "i32", "--arg", "i32:2", "--arg", "i32:3", "--json",
     ])));
@@ -223,9 +198,8 @@ fn run_add_json() {
 
 #[test]
 fn run_buffers_and_floats_json() {
-    let d = scratch("buf");
-    let k = write(
-        &d,
+    let d = Scratch::new("cli-buf");
+    let k = d.write(
         "scale.c",
         "float scale(float *x, int n, float a) { float s = 0; for (int i = 0; i < n; i++) { x[i] *= a; s += x[i]; } return s; }\n",
     );
@@ -284,9 +258,8 @@ fn run_from_stdin_ir_and_summary() {
 
 #[test]
 fn entry_selection_errors() {
-    let d = scratch("entry");
-    let k = write(
-        &d,
+    let d = Scratch::new("cli-entry");
+    let k = d.write(
         "two.c",
         "int a(void) { return 1; }\nint b(void) { return 2; }\n",
     );
@@ -307,8 +280,8 @@ fn entry_selection_errors() {
 
 #[test]
 fn undefined_symbol_is_an_error() {
-    let d = scratch("undef");
-    let k = write(&d, "u.c", "int nope_not_defined_anywhere(int);\nint f(int a) { return nope_not_defined_anywhere(a); }\n");
+    let d = Scratch::new("cli-undef");
+    let k = d.write("u.c", "int nope_not_defined_anywhere(int);\nint f(int a) { return nope_not_defined_anywhere(a); }\n");
     let o = run(bin()
         .arg("run")
         .arg(&k)
@@ -318,7 +291,7 @@ fn undefined_symbol_is_an_error() {
 
 #[test]
 fn inspect_truncated_object_fails_cleanly() {
-    let d = scratch("inspect");
+    let d = Scratch::new("cli-inspect");
     let obj = Command::new(std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into()))
         .args(["-c", "-x", "c", "-", "-o", "-"])
         .stdin(Stdio::piped())
@@ -337,15 +310,15 @@ fn inspect_truncated_object_fails_cleanly() {
     let o = run(bin().arg("inspect").arg(&truncated));
     assert_clean_failure(&o, "");
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
-    let garbage = write(&d, "garbage.o", "definitely not an ELF file");
+    let garbage = d.write("garbage.o", "definitely not an ELF file");
     assert_clean_failure(&run(bin().arg("inspect").arg(&garbage)), "");
     assert_clean_failure(&run(bin().arg("inspect")), "inspect needs a FILE");
 }
 
 #[test]
 fn inspect_compiles_sources() {
-    let d = scratch("inspect-src");
-    let k = write(&d, "k.c", ADD_C);
+    let d = Scratch::new("cli-inspect-src");
+    let k = d.write("k.c", ADD_C);
     let o = run(bin().arg("inspect").arg(&k));
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("add"), "{}", stdout(&o));
