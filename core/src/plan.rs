@@ -1278,6 +1278,7 @@ impl<'a> Plan<'a> {
     fn scan_relocations(&mut self) -> Result<()> {
         let mut count = 0u64;
         let mut low = 0usize;
+        let mut classes = ClassCache::new();
         for index in 0..self.objects.len() {
             let Some(entry) = self.object(index).copied() else {
                 continue;
@@ -1290,14 +1291,12 @@ impl<'a> Plan<'a> {
                     section: position(rela_index),
                     index: u32::try_from(count - first - 1).unwrap_or(u32::MAX),
                 };
-                // Relocations of one type come in runs: classify each run once.
-                let mut last: Option<(RelocationType, Class)> = None;
                 let mut relocations = entry.object.relocations(rela_index)?;
                 while let Some(rela) = relocations.next() {
                     count += 1;
-                    let class = match last {
-                        Some((r_type, class)) if r_type == rela.r_type => class,
-                        _ => {
+                    let class = match classes.get(rela.r_type) {
+                        Some(class) => class,
+                        None => {
                             let class = self.arch.classify(rela.r_type).ok_or_else(|| {
                                 Error::Relocation(self.reloc_error(
                                     index,
@@ -1306,7 +1305,7 @@ impl<'a> Plan<'a> {
                                     RelocProblem::Unsupported,
                                 ))
                             })?;
-                            last = Some((rela.r_type, class));
+                            classes.put(rela.r_type, class);
                             class
                         }
                     };
@@ -1613,6 +1612,43 @@ impl<'a> Plan<'a> {
     }
 }
 
+/// The classes of the relocation types the scan has met, by the type's low bits. Code
+/// interleaves a few types (x86_64: a call, a data reference, a GOT load per kernel), so
+/// remembering only the last type classified nearly every relocation again.
+struct ClassCache {
+    /// Slot `k` holds a type whose low bits are `k`; an empty slot holds a type whose low
+    /// bits are not `k` (so no type looked up there matches it).
+    slots: [(RelocationType, Class); ClassCache::SLOTS],
+}
+
+impl ClassCache {
+    const SLOTS: usize = 16;
+
+    fn new() -> ClassCache {
+        let mut slots = [(RelocationType(0), Class::skip()); Self::SLOTS];
+        for (k, slot) in (1u32..).zip(slots.iter_mut()) {
+            slot.0 = RelocationType(k % Self::SLOTS as u32);
+        }
+        ClassCache { slots }
+    }
+
+    fn slot(r_type: RelocationType) -> usize {
+        r_type.0 as usize % Self::SLOTS
+    }
+
+    #[inline]
+    fn get(&self, r_type: RelocationType) -> Option<Class> {
+        let &(cached, class) = self.slots.get(Self::slot(r_type))?;
+        (cached == r_type).then_some(class)
+    }
+
+    fn put(&mut self, r_type: RelocationType, class: Class) {
+        if let Some(slot) = self.slots.get_mut(Self::slot(r_type)) {
+            *slot = (r_type, class);
+        }
+    }
+}
+
 /// A run of plain data relocations of one type in one section: each needs only its place
 /// in bounds and a symbol with an address, so the scan checks just that, in a tight loop.
 struct PlainRun<'t> {
@@ -1648,4 +1684,36 @@ fn next<I>(counter: &mut u32, make: fn(usize) -> Option<I>) -> Result<I> {
     let index = make(*counter as usize).ok_or_else(|| too_many("slots"))?;
     *counter = counter.checked_add(1).ok_or_else(|| too_many("slots"))?;
     Ok(index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An empty cache answers no type, a type put is answered until another type with
+    /// the same low bits replaces it, and types with other low bits are left alone.
+    #[test]
+    fn class_cache_answers_only_the_types_put_in_it() {
+        let mut cache = ClassCache::new();
+        for r_type in (0..64).chain([u32::MAX - 1, u32::MAX]) {
+            assert_eq!(cache.get(RelocationType(r_type)), None, "type {r_type}");
+        }
+        // x86_64's kernel mix: PLT32, PC32, REX_GOTPCRELX (4, 2, 42: 42 shares no slot).
+        let (plt, pc, got) = (Class::call(4), Class::data(4), Class::got(4));
+        cache.put(RelocationType(4), plt);
+        cache.put(RelocationType(2), pc);
+        cache.put(RelocationType(42), got);
+        assert_eq!(cache.get(RelocationType(4)), Some(plt));
+        assert_eq!(cache.get(RelocationType(2)), Some(pc));
+        assert_eq!(cache.get(RelocationType(42)), Some(got));
+        assert_eq!(
+            cache.get(RelocationType(18)),
+            None,
+            "18 shares 2's slot only"
+        );
+        cache.put(RelocationType(18), Class::skip());
+        assert_eq!(cache.get(RelocationType(18)), Some(Class::skip()));
+        assert_eq!(cache.get(RelocationType(2)), None, "replaced by 18");
+        assert_eq!(cache.get(RelocationType(4)), Some(plt));
+    }
 }
