@@ -146,6 +146,21 @@ impl Resolved<'_> {
     }
 }
 
+/// The entries owning one of `count` slots (or stubs) that `slot_of` reads, with the slot:
+/// aliases carry copies of their targets' slots and are passed over, so each slot is
+/// written once, and the walk ends at the last owner.
+fn owners<S>(
+    entries: &[SymbolEntry],
+    count: u32,
+    slot_of: impl Fn(&SymbolEntry) -> Option<S>,
+) -> impl Iterator<Item = (&SymbolEntry, S)> {
+    entries
+        .iter()
+        .filter(|s| !matches!(s.def, Definition::Alias(_)))
+        .filter_map(move |s| slot_of(s).map(|slot| (s, slot)))
+        .take(count as usize)
+}
+
 /// The writable bytes of segment `kind` from `backend`.
 fn segment_mut<B: MemoryBackend + ?Sized>(backend: &mut B, kind: SegmentKind) -> Result<&mut [u8]> {
     backend.segment_mut(kind).ok_or(Error::BackendMismatch {
@@ -384,15 +399,9 @@ impl<'a> Plan<'a> {
         resolved: &Resolved<'_>,
     ) -> Result<()> {
         let bases = &resolved.bases;
-        // Aliases carry copies of their targets' slots and stubs: each is written once.
-        let owned = |s: &&SymbolEntry| !matches!(s.def, Definition::Alias(_));
-        // Each slot and stub has one owner: each walk ends at the last one.
         if self.got_slots != 0 {
             let got = segment_mut(backend, SegmentKind::ReadOnly)?;
-            let mut left = self.got_slots;
-            for symbol in self.symbols.entries().iter().filter(owned) {
-                let Some(slot) = symbol.got else { continue };
-                left = left.saturating_sub(1);
+            for (symbol, slot) in owners(self.symbols.entries(), self.got_slots, |s| s.got) {
                 let offset = self.got_offset + slot.offset();
                 write_u64(
                     slice_mut(got, offset, GOT_SLOT_SIZE)?,
@@ -401,17 +410,11 @@ impl<'a> Plan<'a> {
                 .ok_or(Error::BackendMismatch {
                     what: "GOT outside memory",
                 })?;
-                if left == 0 {
-                    break;
-                }
             }
         }
         if self.stubs != 0 {
             let code = segment_mut(backend, SegmentKind::Code)?;
-            let mut left = self.stubs;
-            for symbol in self.symbols.entries().iter().filter(owned) {
-                let Some(index) = symbol.stub else { continue };
-                left = left.saturating_sub(1);
+            for (symbol, index) in owners(self.symbols.entries(), self.stubs, |s| s.stub) {
                 let stub = StubInput {
                     address: bases.stub(index),
                     target: resolved.address(symbol),
@@ -425,9 +428,6 @@ impl<'a> Plan<'a> {
                     .ok_or(Error::BackendMismatch {
                         what: "stub outside memory",
                     })?;
-                if left == 0 {
-                    break;
-                }
             }
         }
         Ok(())
