@@ -119,39 +119,64 @@ fn address_space_and_map_count_exhaustion_are_typed_errors() {
     };
     assert_ne!(filler, libc::MAP_FAILED);
     let mut i = 1;
-    while maps_now() + 1 < max && i < pages {
-        // Every other page readable: each one is a mapping of its own. Checking the count
-        // now and then keeps this linear.
-        let batch = ((max - 1 - maps_now()) as usize)
-            .min((pages - i) / 2)
-            .max(1);
-        for _ in 0..batch {
-            // SAFETY: a page of our own reservation.
-            unsafe {
-                libc::mprotect(
-                    filler.cast::<u8>().add(i * page).cast(),
-                    page,
-                    libc::PROT_READ,
-                )
-            };
-            i += 2;
+    let mut fill_to_one_short = || {
+        while maps_now() + 1 < max && i < pages {
+            // Every other page readable: each one is a mapping of its own. Checking the
+            // count now and then keeps this linear.
+            let batch = ((max - 1 - maps_now()) as usize)
+                .min((pages - i) / 2)
+                .max(1);
+            for _ in 0..batch {
+                // SAFETY: a page of our own reservation.
+                unsafe {
+                    libc::mprotect(
+                        filler.cast::<u8>().add(i * page).cast(),
+                        page,
+                        libc::PROT_READ,
+                    )
+                };
+                i += 2;
+            }
         }
-    }
+    };
+    fill_to_one_short();
     let (resource, requested, limit) = exhausted(&fresh, &object);
-    // Loading into the arena that already has a chunk needs more mappings too (its pages
-    // are made writable in place, splitting the code region's mapping).
-    let (resource_live, _, _) = exhausted(&arena, &object);
+    // The arena that already has a chunk: loads write the pages its first load made
+    // writable ahead of need, and publishing them extends the code region's published
+    // mapping, so they need no new mapping. Once those are used up, the next load makes
+    // fresh pages writable in place, splitting the region's mapping: with the mappings
+    // filled up again to one short of the limit after each load, that one fails.
+    let mut kept = Vec::new();
+    let live = loop {
+        fill_to_one_short();
+        match load_in(&arena, &object, "saxpy") {
+            Ok(m) => kept.push(m),
+            Err(_) => break exhausted(&arena, &object),
+        }
+        assert!(kept.len() <= 64, "loads never ran out of mappings");
+    };
+    let (resource_live, _, _) = live;
+    let kept_count = kept.len() as u64;
     // SAFETY: unmapping the reservation made above; nothing refers to it.
     unsafe { libc::munmap(filler, pages * page) };
     assert_eq!(resource, Resource::MapCount);
     assert_eq!(resource_live, Resource::MapCount);
     assert_eq!(limit, max);
     assert!(requested > 0 && requested < 4096, "{requested}");
+    assert!(
+        kept_count >= 1,
+        "the opened pages served a load at the limit"
+    );
     assert_eq!(
         (arena.stats().modules, starved.stats().modules),
-        (0, 1),
+        (kept_count, 1),
         "the failed loads left nothing behind"
     );
+    for m in &kept {
+        // SAFETY: a live saxpy, loaded at the limit, not called before.
+        unsafe { check_saxpy(m.entry, 1) };
+    }
+    drop(kept);
     for a in [&fresh, &arena] {
         let m = load_in(a, &object, "saxpy").expect("loads once mappings are free again");
         // SAFETY: a live saxpy.

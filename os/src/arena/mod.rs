@@ -190,7 +190,11 @@ impl Placed {
     /// or came from the ready pool, which is writable already).
     fn pages_to_open(&self, page: usize) -> Option<(usize, usize)> {
         match self.piece {
-            Piece::Pages(run) if run.source == pages::Source::Ready => None,
+            Piece::Pages(run)
+                if matches!(run.source, pages::Source::Ready | pages::Source::Opened) =>
+            {
+                None
+            }
             _ => self.pages(page),
         }
     }
@@ -207,6 +211,10 @@ struct Allocation {
     /// Every segment read as zero when it was handed out (nothing an earlier user wrote
     /// was in it): `MemoryBackend::zero_filled`. Set by `prepare`.
     zero_filled: bool,
+    /// Per class, free pages right after a fresh run, taken to be made writable with it
+    /// (`PageRuns::take_ahead`) and their address; given back as the region's opened
+    /// stretch once they are (or as they were, if that failed).
+    ahead: [Option<(Run, usize)>; 3],
 }
 
 impl Allocation {
@@ -437,17 +445,70 @@ impl Shared {
                 segments: [EMPTY; 3],
                 created_chunk: false,
                 zero_filled: true,
+                ahead: [None; 3],
             });
         }
         let mut allocation = {
             let mut state = self.lock();
-            self.place(&mut state, &reqs)?
+            let mut allocation = self.place(&mut state, &reqs)?;
+            if self.config.mode == Mode::PageGranular {
+                self.take_ahead(&mut state, &mut allocation);
+            }
+            allocation
         };
         if let Err(e) = self.prepare(std::slice::from_mut(&mut allocation)) {
             self.give_back(allocation, true);
             return Err(e);
         }
+        self.put_opened(&mut allocation);
         Ok(allocation)
+    }
+
+    /// Takes, per class that changes protection, the free pages after a fresh run of the
+    /// allocation to be made writable in the same `mprotect` (under the lock: they are
+    /// this allocation's until `put_opened`, so no other load sees them half done).
+    fn take_ahead(&self, state: &mut State, allocation: &mut Allocation) {
+        let page = self.page;
+        let Some(chunk) = state.chunks.get_mut(allocation.chunk) else {
+            return;
+        };
+        for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
+            let k = kind.index();
+            let (Some(seg), Some(region)) = (allocation.segments.get(k), chunk.regions.get_mut(k))
+            else {
+                continue;
+            };
+            let Piece::Pages(run) = seg.piece else {
+                continue;
+            };
+            if run.source != pages::Source::Fresh {
+                continue;
+            }
+            let ahead = region
+                .runs
+                .take_ahead(run.start + run.count, pages::OPEN_AHEAD)
+                .map(|a| (a, seg.writer + run.count as usize * page));
+            if let Some(slot) = allocation.ahead.get_mut(k) {
+                *slot = ahead;
+            }
+        }
+    }
+
+    /// Gives the pages `take_ahead` took, now writable, to their regions as the opened
+    /// stretch.
+    fn put_opened(&self, allocation: &mut Allocation) {
+        if allocation.ahead.iter().all(Option::is_none) {
+            return;
+        }
+        let mut state = self.lock();
+        let Some(chunk) = state.chunks.get_mut(allocation.chunk) else {
+            return;
+        };
+        for (k, ahead) in allocation.ahead.iter_mut().enumerate() {
+            if let (Some((run, _)), Some(region)) = (ahead.take(), chunk.regions.get_mut(k)) {
+                region.runs.put_opened(run);
+            }
+        }
     }
 
     /// Places one module (under the lock): the newest chunk with room, or a new chunk.
@@ -499,6 +560,7 @@ impl Shared {
             segments,
             created_chunk,
             zero_filled: true,
+            ahead: [None; 3],
         }
     }
 
@@ -701,12 +763,18 @@ impl Shared {
             for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
                 let mut ranges: Vec<(usize, usize)> = allocations
                     .iter()
-                    .filter_map(|a| a.segment(kind).pages_to_open(page))
+                    .flat_map(|a| {
+                        let ahead = a.ahead.get(kind.index()).copied().flatten();
+                        let ahead = ahead.map(|(run, addr)| (addr, run.count as usize * page));
+                        a.segment(kind).pages_to_open(page).into_iter().chain(ahead)
+                    })
                     .collect();
+                // A run and the pages taken ahead of it are one range: one `mprotect`.
                 coalesce(&mut ranges);
                 for (addr, len) in ranges {
-                    // SAFETY: the pages belong to these allocations, which nothing else
-                    // uses yet; no reference into them exists.
+                    // SAFETY: the pages belong to these allocations (a run and the pages
+                    // taken ahead of it), which nothing else uses yet; no reference into
+                    // them exists.
                     unsafe { self.protect(addr, len, Prot::ReadWrite) }.map_err(|e| {
                         error::classify("make pages writable", len as u64, e)
                             .for_request(requested(allocations))
@@ -789,13 +857,37 @@ impl Shared {
             return;
         }
         let mut segments = allocation.segments;
+        let mut ahead = allocation.ahead;
+        if undo && self.config.mode == Mode::PageGranular {
+            // Pages taken ahead: back to their region's resting protection, as fresh pages.
+            for (kind, slot) in SegmentKind::ALL.iter().zip(&mut ahead) {
+                let prot = match kind {
+                    SegmentKind::Code => Prot::ReadExecute,
+                    SegmentKind::ReadOnly => Prot::Read,
+                    SegmentKind::Data => continue,
+                };
+                if let Some((run, addr)) = *slot {
+                    // SAFETY: free pages this allocation took out of its region, never
+                    // handed to a backend; no reference into them exists.
+                    if unsafe { self.protect(addr, run.count as usize * page, prot) }.is_err() {
+                        let mut state = self.lock();
+                        state.stats.quarantined += run.count as u64 * page as u64;
+                        *slot = None;
+                    }
+                }
+            }
+        }
         if undo && self.config.mode == Mode::PageGranular {
             // Back to the protection the pages had: their region's resting one (so the
             // region is one mapping again), or writable for a ready run.
             for (kind, seg) in SegmentKind::ALL.iter().zip(&mut segments) {
                 let prot = match (kind, seg.piece) {
                     (SegmentKind::Data, _) => continue,
-                    (_, Piece::Pages(run)) if run.source == pages::Source::Ready => Prot::ReadWrite,
+                    (_, Piece::Pages(run))
+                        if matches!(run.source, pages::Source::Ready | pages::Source::Opened) =>
+                    {
+                        Prot::ReadWrite
+                    }
                     (SegmentKind::Code, _) => Prot::ReadExecute,
                     (_, _) => Prot::Read,
                 };
@@ -825,6 +917,12 @@ impl Shared {
         let Some(chunk) = chunks.get_mut(allocation.chunk) else {
             return;
         };
+        for (k, slot) in ahead.iter().enumerate() {
+            if let (Some((run, _)), Some(region)) = (slot, chunk.regions.get_mut(k)) {
+                // Never written: back to the free extents, nothing to release.
+                region.runs.give_back(*run, true, false);
+            }
+        }
         for (k, seg) in segments.iter().enumerate() {
             let Some(region) = chunk.regions.get_mut(k) else {
                 continue;

@@ -8,12 +8,23 @@
 //! one `mprotect` for many runs when they touch, and a load that takes a ready run needs no
 //! `mprotect` before writing.
 //!
+//! A load that has to make fresh pages writable makes the free pages right after its run
+//! writable in the same `mprotect` ([`PageRuns::take_ahead`]): they go back to the free
+//! extents as the region's *opened* stretch ([`PageRuns::put_opened`]), and the next loads
+//! that take fresh pages from its start write them without an `mprotect` of their own.
+//! With many modules alive no freed run is there to reuse, and every load took fresh
+//! pages: two `mprotect`s per class instead of one.
+//!
 //! Pages are counted from the region's start (`u32`: a region holds at most 2^32 pages).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs of up to this many pages go to the pool when freed (if the arena's pool has room).
 pub(crate) const POOL_RUN: u32 = 8;
+
+/// Free pages a load opens ahead of its run (one `mprotect` then serves this many more
+/// one-page runs).
+pub(crate) const OPEN_AHEAD: u32 = 16;
 
 /// Dirty runs are made ready this many at a time, and only when they lie in at most
 /// [`READY_STRETCHES`] contiguous stretches (one `mprotect`, one extra mapping, each):
@@ -31,6 +42,10 @@ pub(crate) enum Source {
     Ready,
     /// Free extents: released (or never touched), reads as zero.
     Fresh,
+    /// Free extents of the opened stretch: never handed out since they were released or
+    /// made, and already writable. Handled as stale (a stray write could have reached
+    /// them): what the segment does not fill is zeroed.
+    Opened,
 }
 
 /// `count` pages from `start`.
@@ -70,6 +85,9 @@ pub(crate) struct PageRuns {
     /// Dirty runs need an `mprotect` to be written: take fresh pages before them, so that
     /// they collect into batches made ready together.
     dirty_last: bool,
+    /// The opened stretch `[start, end)`: free pages (always inside the free extents)
+    /// already writable.
+    opened: Option<(u32, u32)>,
 }
 
 impl PageRuns {
@@ -84,6 +102,7 @@ impl PageRuns {
             pooled_pages: 0,
             pages,
             dirty_last: false,
+            opened: None,
         };
         if pages != 0 {
             runs.insert_extent(0, pages);
@@ -186,8 +205,74 @@ impl PageRuns {
         Some(Run {
             start: at,
             count,
+            source: self.take_from_opened(at, taken_end),
+        })
+    }
+
+    /// Keeps the opened stretch inside the free extents when `[at, end)` leaves them:
+    /// `Opened` if the run is the stretch's start (the stretch then begins after it).
+    /// Otherwise the pages of the stretch the run overlaps, and those past it, are
+    /// forgotten (still writable, they are opened again by the next load that takes them).
+    fn take_from_opened(&mut self, at: u32, end: u32) -> Source {
+        let Some((open, open_end)) = self.opened else {
+            return Source::Fresh;
+        };
+        if end <= open || at >= open_end {
+            return Source::Fresh;
+        }
+        if at == open && end <= open_end {
+            self.opened = (end < open_end).then_some((end, open_end));
+            return Source::Opened;
+        }
+        self.opened = if at > open {
+            Some((open, at))
+        } else {
+            (end < open_end).then_some((end, open_end))
+        };
+        Source::Fresh
+    }
+
+    /// Up to `max` free pages from `start` on, if `start` begins a free extent and the
+    /// region has no opened stretch: taken out of the free extents to be made writable
+    /// with the run before them, then given back with [`put_opened`](PageRuns::put_opened)
+    /// (or with `give_back` and `undo`, as fresh pages, if that failed).
+    pub fn take_ahead(&mut self, start: u32, max: u32) -> Option<Run> {
+        if self.opened.is_some() || max == 0 {
+            return None;
+        }
+        let len = *self.free.get(&start)?;
+        let count = len.min(max);
+        self.remove_extent(start, len);
+        if len > count {
+            self.insert_extent(start + count, len - count);
+        }
+        Some(Run {
+            start,
+            count,
             source: Source::Fresh,
         })
+    }
+
+    /// Gives back pages taken with [`take_ahead`](PageRuns::take_ahead), now writable: they
+    /// are the region's opened stretch.
+    pub fn put_opened(&mut self, run: Run) {
+        self.give_back(
+            Run {
+                source: Source::Fresh,
+                ..run
+            },
+            true,
+            false,
+        );
+        if self.opened.is_none() && run.count != 0 {
+            self.opened = Some((run.start, run.start + run.count));
+        }
+    }
+
+    /// The opened stretch, for tests.
+    #[cfg(test)]
+    pub fn opened(&self) -> Option<(u32, u32)> {
+        self.opened
     }
 
     /// Gives `run` back. `undo`: it was never published, put it back where it came from
@@ -197,6 +282,16 @@ impl PageRuns {
         if undo && run.source == Source::Ready {
             self.put_ready(run);
             return Returned::Pooled;
+        }
+        if undo && run.source == Source::Opened {
+            // Still writable: the stretch begins at it again (if nothing was taken since;
+            // otherwise it is free and writable, outside the stretch).
+            let end = run.start + run.count;
+            self.opened = match self.opened {
+                None => Some((run.start, end)),
+                Some((open, open_end)) if open == end => Some((run.start, open_end)),
+                other => other,
+            };
         }
         let to_pool = if undo {
             run.source == Source::Pool
@@ -301,6 +396,67 @@ impl PageRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_opened_ahead_serve_the_next_fresh_takes_from_their_start() {
+        let mut runs = PageRuns::new(100);
+        runs.set_dirty_last();
+        let first = runs.take(1, 1, true).unwrap();
+        assert_eq!((first.start, first.source), (0, Source::Fresh));
+        let ahead = runs.take_ahead(1, OPEN_AHEAD).unwrap();
+        assert_eq!((ahead.start, ahead.count), (1, OPEN_AHEAD));
+        assert_eq!(runs.take_ahead(1, OPEN_AHEAD), None, "taken already");
+        // While they are being made writable nobody else is handed them.
+        let other = runs.take(2, 1, true).unwrap();
+        assert_eq!(other.start, 1 + OPEN_AHEAD);
+        runs.give_back(other, true, true);
+        runs.put_opened(ahead);
+        assert_eq!(runs.opened(), Some((1, 1 + OPEN_AHEAD)));
+        assert_eq!(runs.extents(), [(1, 99)], "back in the free extents");
+        assert_eq!(
+            runs.take_ahead(1 + OPEN_AHEAD, OPEN_AHEAD),
+            None,
+            "one stretch"
+        );
+        // Taken from its start: opened (no mprotect), and the stretch moves on.
+        let a = runs.take(1, 1, true).unwrap();
+        assert_eq!((a.start, a.source), (1, Source::Opened));
+        let b = runs.take(3, 1, true).unwrap();
+        assert_eq!((b.start, b.source), (2, Source::Opened));
+        assert_eq!(runs.opened(), Some((5, 1 + OPEN_AHEAD)));
+        // A failed load gives its opened run back: the stretch begins at it again.
+        runs.give_back(b, true, true);
+        assert_eq!(runs.opened(), Some((2, 1 + OPEN_AHEAD)));
+        assert_eq!(runs.extents(), [(2, 98)]);
+        // A published run freed is not opened pages: it goes to the pool.
+        assert_eq!(runs.give_back(a, false, true), Returned::Pooled);
+        assert_eq!(runs.opened(), Some((2, 1 + OPEN_AHEAD)));
+    }
+
+    #[test]
+    fn a_fresh_take_across_the_opened_stretch_keeps_it_inside_the_free_extents() {
+        let mut runs = PageRuns::new(64);
+        let first = runs.take(4, 1, false).unwrap();
+        let ahead = runs.take_ahead(first.start + first.count, 8).unwrap();
+        runs.put_opened(ahead);
+        assert_eq!(runs.opened(), Some((4, 12)));
+        // Longer than the stretch: fresh (made writable whole), the stretch used up.
+        let long = runs.take(10, 1, false).unwrap();
+        assert_eq!((long.start, long.source), (4, Source::Fresh));
+        assert_eq!(runs.opened(), None);
+        runs.give_back(long, true, false);
+        let ahead = runs.take_ahead(4, 8).unwrap();
+        runs.put_opened(ahead);
+        // Aligned past the stretch's start: the part before it stays opened.
+        let aligned = runs.take(2, 8, false).unwrap();
+        assert_eq!((aligned.start, aligned.source), (8, Source::Fresh));
+        assert_eq!(runs.opened(), Some((4, 8)));
+        let (start, end) = runs.opened().unwrap();
+        assert!(runs
+            .extents()
+            .iter()
+            .any(|&(s, l)| s <= start && end <= s + l));
+    }
 
     #[test]
     fn best_fit_split_and_coalesce_restore_the_extents() {
