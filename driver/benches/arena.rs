@@ -11,6 +11,8 @@
 //!   munmap;
 //! - `load_page`, `load_packed`: `Module::load_in` (page-granular / packed arena) + symbol
 //!   lookup + drop, warm;
+//! - `load_page_live`: the same page-granular load with every module kept alive (a new
+//!   arena per sample): no freed page to reuse, as in a process holding many kernels;
 //! - `arena_page`, `arena_packed`: the arena alone — allocate the image's layout, copy its
 //!   bytes, publish, free (no plan, no relocations): what the memory costs;
 //! - `plan_link`: plan + link into a buffer (`SliceBackend`, no system calls): what the
@@ -136,7 +138,12 @@ fn arena_only(arena: &Arena, image: &ImageFacts) {
     drop(black_box(backend));
 }
 
-fn bench_workload<M: Measurement>(c: &mut Criterion<M>, name: &str, object: &[u8], entry: &str) {
+fn bench_workload<M: Measurement<Value = Duration>>(
+    c: &mut Criterion<M>,
+    name: &str,
+    object: &[u8],
+    entry: &str,
+) {
     let image = facts(object);
     let page = Arena::new();
     let packed = Arena::packed().expect("packed arena");
@@ -155,6 +162,25 @@ fn bench_workload<M: Measurement>(c: &mut Criterion<M>, name: &str, object: &[u8
             })
         });
     }
+    group.bench_function("load_page_live", |b| {
+        b.iter_custom(|iters| {
+            // Every module kept alive (as a process holding many kernels does): no freed
+            // page to reuse, each load takes fresh pages. A new arena per sample, its
+            // chunk made by a first load that is not timed.
+            let arena = Arena::new();
+            let mut live = vec![Module::load_in(&arena, object).expect("load")];
+            live.reserve(iters as usize);
+            let t = Clock::now();
+            for _ in 0..iters {
+                let m = Module::load_in(&arena, object).expect("load");
+                black_box(m.symbol(entry).expect("entry"));
+                live.push(m);
+            }
+            let elapsed = t.elapsed();
+            drop(live);
+            elapsed
+        })
+    });
     for (id, arena) in [("arena_page", &page), ("arena_packed", &packed)] {
         group.bench_function(id, |b| b.iter(|| arena_only(arena, &image)));
     }
@@ -183,11 +209,11 @@ thread_local! {
     static RELOCATIONS: std::cell::RefCell<Vec<(String, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn bench_small<M: Measurement>(c: &mut Criterion<M>) {
+fn bench_small<M: Measurement<Value = Duration>>(c: &mut Criterion<M>) {
     bench_workload(c, "small", &compile(SAXPY), "saxpy");
 }
 
-fn bench_big<M: Measurement>(c: &mut Criterion<M>) {
+fn bench_big<M: Measurement<Value = Duration>>(c: &mut Criterion<M>) {
     bench_workload(c, "big", &compile(&big_source()), "saxpy_0");
 }
 
@@ -438,6 +464,7 @@ fn summary() {
         println!("{group}: floor {:.2} us", floor / 1e3);
         for id in [
             "load_page",
+            "load_page_live",
             "load_packed",
             "arena_page",
             "arena_packed",
