@@ -859,47 +859,43 @@ impl Shared {
         let mut segments = allocation.segments;
         let mut ahead = allocation.ahead;
         if undo && self.config.mode == Mode::PageGranular {
-            // Pages taken ahead: back to their region's resting protection, as fresh pages.
-            for (kind, slot) in SegmentKind::ALL.iter().zip(&mut ahead) {
-                let prot = match kind {
+            // Back to the protection the pages had: their region's resting one (so the
+            // region is one mapping again), or writable for a ready or opened run. Pages
+            // taken ahead were fresh. What cannot be restored is withheld for good.
+            let page_runs = SegmentKind::ALL
+                .iter()
+                .zip(segments.iter_mut().zip(&mut ahead));
+            for (kind, (seg, ahead)) in page_runs {
+                let resting = match kind {
                     SegmentKind::Code => Prot::ReadExecute,
                     SegmentKind::ReadOnly => Prot::Read,
                     SegmentKind::Data => continue,
                 };
-                if let Some((run, addr)) = *slot {
-                    // SAFETY: free pages this allocation took out of its region, never
-                    // handed to a backend; no reference into them exists.
-                    if unsafe { self.protect(addr, run.count as usize * page, prot) }.is_err() {
-                        let mut state = self.lock();
-                        state.stats.quarantined += run.count as u64 * page as u64;
-                        *slot = None;
-                    }
-                }
-            }
-        }
-        if undo && self.config.mode == Mode::PageGranular {
-            // Back to the protection the pages had: their region's resting one (so the
-            // region is one mapping again), or writable for a ready run.
-            for (kind, seg) in SegmentKind::ALL.iter().zip(&mut segments) {
-                let prot = match (kind, seg.piece) {
-                    (SegmentKind::Data, _) => continue,
-                    (_, Piece::Pages(run))
+                let prot = match seg.piece {
+                    Piece::Pages(run)
                         if matches!(run.source, pages::Source::Ready | pages::Source::Opened) =>
                     {
                         Prot::ReadWrite
                     }
-                    (SegmentKind::Code, _) => Prot::ReadExecute,
-                    (_, _) => Prot::Read,
+                    _ => resting,
                 };
                 if let Some((addr, len)) = seg.pages(page) {
                     // SAFETY: our own pages; the backend that wrote them is gone.
                     if unsafe { self.protect(addr, len, prot) }.is_err() {
-                        let mut state = self.lock();
-                        state.stats.quarantined += len as u64;
+                        self.lock().stats.quarantined += len as u64;
                         *seg = Placed {
                             piece: Piece::Empty,
                             ..*seg
                         };
+                    }
+                }
+                if let Some((run, addr)) = *ahead {
+                    let len = run.count as usize * page;
+                    // SAFETY: free pages this allocation took out of its region, never
+                    // handed to a backend; no reference into them exists.
+                    if unsafe { self.protect(addr, len, resting) }.is_err() {
+                        self.lock().stats.quarantined += len as u64;
+                        *ahead = None;
                     }
                 }
             }

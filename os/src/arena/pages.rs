@@ -264,7 +264,7 @@ impl PageRuns {
             true,
             false,
         );
-        if self.opened.is_none() && run.count != 0 {
+        if self.opened.is_none() {
             self.opened = Some((run.start, run.start + run.count));
         }
     }
