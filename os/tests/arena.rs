@@ -275,9 +275,19 @@ fn a_batch_publishes_with_one_protect_per_class() {
     let n = 16;
     for arena in both() {
         drop(load(&arena)); // the chunk exists: its setup is not counted below
+        let page = arena.page_size() as u64;
+        // The first load opened the 16 pages after its own in the code and the read-only
+        // region (data pages rest writable, packed ones are never opened).
+        let opened = match arena.mode() {
+            Mode::PageGranular => 2 * 16 * page,
+            Mode::Packed => 0,
+        };
+        assert_eq!(arena.stats().opened, opened);
         let singles_start = arena.stats().protect_calls;
         let singles: Vec<InArena> = (0..n).map(|_| load(&arena)).collect();
         let singles_cost = arena.stats().protect_calls - singles_start;
+        // The singles took them all, one page per class each.
+        assert_eq!(arena.stats().opened, 0);
         let batch_start = arena.stats().protect_calls;
         let objects = vec![saxpy(); n];
         let mut batch = load_batch(&arena, &objects);

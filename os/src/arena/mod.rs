@@ -109,6 +109,10 @@ pub struct ArenaStats {
     pub held: u64,
     /// Bytes of freed pages kept resident in the pool.
     pub pooled: u64,
+    /// Bytes of free pages already made writable for the next loads (page-granular: the
+    /// pages a load opened after its own, its region's opened stretch). Never executable,
+    /// resident only once written; counted in neither `held` nor `pooled`.
+    pub opened: u64,
     /// Bytes withheld for good because they could not be returned to their resting
     /// protection (an `mprotect` failed); 0 unless the system is out of mappings.
     pub quarantined: u64,
@@ -380,9 +384,18 @@ impl Arena {
 
     /// What the arena holds now.
     pub fn stats(&self) -> ArenaStats {
+        let state = self.shared.lock();
+        // Read from the regions (a few per chunk): the stretch moves with every take.
+        let opened_pages: u64 = state
+            .chunks
+            .iter()
+            .flat_map(|chunk| chunk.regions.iter())
+            .map(|region| region.runs.opened_pages())
+            .sum();
         ArenaStats {
+            opened: opened_pages.saturating_mul(self.shared.page as u64),
             protect_calls: self.shared.protect_calls.load(Ordering::Relaxed),
-            ..self.shared.lock().stats
+            ..state.stats
         }
     }
 

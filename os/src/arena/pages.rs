@@ -275,6 +275,12 @@ impl PageRuns {
         self.opened
     }
 
+    /// Pages in the opened stretch.
+    pub fn opened_pages(&self) -> u64 {
+        self.opened
+            .map_or(0, |(start, end)| u64::from(end.saturating_sub(start)))
+    }
+
     /// Gives `run` back. `undo`: it was never published, put it back where it came from
     /// (the free extents are canonical, so this restores their exact state). Otherwise it
     /// goes to the pool if `pool_room` and it is short, or to the free extents.
@@ -424,6 +430,7 @@ mod tests {
         let b = runs.take(3, 1, true).unwrap();
         assert_eq!((b.start, b.source), (2, Source::Opened));
         assert_eq!(runs.opened(), Some((5, 1 + OPEN_AHEAD)));
+        assert_eq!(runs.opened_pages(), u64::from(OPEN_AHEAD - 4));
         // A failed load gives its opened run back: the stretch begins at it again.
         runs.give_back(b, true, true);
         assert_eq!(runs.opened(), Some((2, 1 + OPEN_AHEAD)));
