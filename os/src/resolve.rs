@@ -67,6 +67,17 @@ impl ProcessResolver {
         Some(address)
     }
 
+    /// Takes a first lookup's one-time costs off it: opens libm, and looks up a name no
+    /// library defines (symbol names have no `.`) through every loaded library and libm,
+    /// which maps the pages of their symbol tables that a search reads first. For a fresh
+    /// process, before its first load ([`crate::Arena::prepare`] does the arena's part).
+    pub fn prepare() {
+        let nowhere = c"elfjit.prepare";
+        let _ = dlsym(libc::RTLD_DEFAULT, nowhere);
+        let _ = libm().and_then(|h| dlsym(h, nowhere));
+        let _ = builtins::lookup(nowhere.to_bytes());
+    }
+
     /// The uncached search: dlsym, then libm, then the compiler-rt helpers.
     fn search(name: &[u8]) -> Option<u64> {
         let mut owned = Vec::with_capacity(name.len() + 1);
@@ -99,6 +110,16 @@ mod tests {
         assert_eq!(ProcessResolver::lookup(b"no_such_symbol_elfjit"), None);
         assert_eq!(ProcessResolver::lookup(b""), None);
         assert_eq!(ProcessResolver::lookup(b"mem\0cpy"), None);
+    }
+
+    #[test]
+    fn prepare_finds_nothing_and_changes_no_answer() {
+        let before = ProcessResolver::lookup(b"expf");
+        ProcessResolver::prepare();
+        ProcessResolver::prepare();
+        assert_eq!(ProcessResolver::lookup(b"elfjit.prepare"), None);
+        assert_eq!(ProcessResolver::lookup(b"expf"), before);
+        assert!(before.is_some());
     }
 
     #[test]

@@ -328,6 +328,30 @@ fn a_batch_publishes_with_one_protect_per_class() {
     }
 }
 
+#[test]
+fn prepare_makes_the_first_chunk_and_leaves_the_first_load_only_its_publish() {
+    for arena in both() {
+        assert_eq!(arena.stats().chunks, 0);
+        arena.prepare().expect("prepare");
+        let prepared = arena.stats();
+        assert_eq!((prepared.chunks, prepared.modules), (1, 0));
+        // Once there is a chunk, nothing more.
+        arena.prepare().expect("prepare again");
+        assert_eq!(arena.stats(), prepared);
+        let m = load(&arena);
+        // SAFETY: a live saxpy, called for the first time.
+        unsafe { check_saxpy(m.entry, 1) };
+        let cost = arena.stats().protect_calls - prepared.protect_calls;
+        assert_eq!(arena.stats().chunks, 1);
+        match arena.mode() {
+            // Its pages were opened ahead by the preparation: the final protection of the
+            // code and of the read-only data, nothing else.
+            Mode::PageGranular => assert_eq!(cost, 2),
+            Mode::Packed => assert_eq!(cost, 0),
+        }
+    }
+}
+
 /// Mappings a chunk's ready pool may add: up to 32 writable stretches in each of the code
 /// and read-only regions, each splitting its region's mapping.
 const READY_MAPPINGS: u64 = 2 * 2 * 32;

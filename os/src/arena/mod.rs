@@ -45,7 +45,7 @@ pub use backend::ArenaBackend;
 pub use error::{ArenaError, Resource};
 
 use chunk::{Chunk, Region, REGION_ALIGN};
-use elfjit_core::{Layout, SegmentKind};
+use elfjit_core::{Layout, MemoryBackend, SegmentKind};
 use pages::Run;
 use slab::Slot;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -345,6 +345,40 @@ impl Arena {
     pub fn process() -> &'static Arena {
         static PROCESS: OnceLock<Arena> = OnceLock::new();
         PROCESS.get_or_init(Arena::new)
+    }
+
+    /// Takes a first load's one-time costs off it: makes the arena's first chunk (the
+    /// reservation and its regions' protections), then writes, publishes and frees a small
+    /// module's memory in each class, so that their page tables exist, the pages after them
+    /// are already writable for the next loads and the arena's own code has run once.
+    /// Call it at start-up, or while the first kernel compiles; it does nothing once the
+    /// arena has a chunk. An error is what a first load would have met.
+    pub fn prepare(&self) -> Result<(), ArenaError> {
+        if !self.shared.lock().chunks.is_empty() {
+            return Ok(());
+        }
+        let request = elfjit_core::SegmentRequest {
+            size: 64,
+            align: 16,
+        };
+        let mut backend = self.backend();
+        let written = backend.allocate(&Layout::new([request; 3])).and_then(|_| {
+            // Fresh pages read as zero already: the writes are for their page faults.
+            for kind in SegmentKind::ALL {
+                if let Some(bytes) = backend.segment_mut(kind) {
+                    bytes.fill(0);
+                }
+            }
+            backend.publish()
+        });
+        // Dropped here: published, its pages go to the pool for the next load.
+        written.map_err(|e| {
+            backend.error().copied().unwrap_or(ArenaError::Os {
+                op: e.op,
+                size: e.size,
+                errno: e.code,
+            })
+        })
     }
 
     /// How this arena publishes.
