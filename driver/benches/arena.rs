@@ -228,19 +228,28 @@ const COLD_PREP: &str = "ELFJIT_BENCH_ARENA_COLD_PREP";
 enum Prep {
     /// Look `expf` up (dlsym, libm).
     Resolve,
-    /// Make the process arena's first chunk (reserve, protect) and publish a page per
-    /// class in it (freed into the arena's pool, not released).
+    /// `Arena::prepare` on the process arena: make its first chunk (reserve, protect) and
+    /// publish a small module's memory per class in it (freed into the arena's pool).
     Arena,
     /// Map every page of this executable (read one byte of each page of its mappings): the
     /// page faults a first run of our code takes, without running it.
     Text,
+    /// `elfjit::prepare`: `Arena::prepare` on the process arena and
+    /// `ProcessResolver::prepare` (libm opened, the loaded libraries' symbol tables read).
+    Prepare,
     /// Load the object into another arena and drop it: everything a first load does for
     /// the first time (our code's pages and caches, the heap, symbol lookups, observer
     /// settings) except the process arena's first chunk.
     Elsewhere,
 }
 
-const PREPS: [Prep; 4] = [Prep::Resolve, Prep::Arena, Prep::Text, Prep::Elsewhere];
+const PREPS: [Prep; 5] = [
+    Prep::Resolve,
+    Prep::Arena,
+    Prep::Prepare,
+    Prep::Text,
+    Prep::Elsewhere,
+];
 
 /// Reads a byte of every page this executable's file is mapped at.
 fn touch_own_pages() {
@@ -280,21 +289,8 @@ fn cold_child(path: &str) {
             Prep::Resolve => {
                 black_box(ProcessResolver::lookup(b"expf"));
             }
-            Prep::Arena => {
-                let mut b = Arena::process().backend();
-                let request = elfjit_core::SegmentRequest {
-                    size: 4096,
-                    align: 16,
-                };
-                b.allocate(&elfjit_core::Layout::new([request; 3]))
-                    .expect("allocate");
-                for kind in SegmentKind::ALL {
-                    if let Some(bytes) = b.segment_mut(kind) {
-                        bytes.fill(0);
-                    }
-                }
-                b.publish().expect("publish");
-            }
+            Prep::Arena => Arena::process().prepare().expect("prepare"),
+            Prep::Prepare => elfjit::prepare().expect("prepare"),
             Prep::Text => touch_own_pages(),
             Prep::Elsewhere => {
                 let other = Arena::new();

@@ -68,7 +68,7 @@ pub use elfjit_os::{Arena, ArenaConfig, ArenaError, Mode};
 pub use error::{Error, Result};
 pub use ffi::{ArgValue, CallInterface};
 pub use flags::{CompileOptions, Lang};
-pub use module::Module;
+pub use module::{prepare, Module};
 pub use native::{run, run_cached, run_with, Native};
 pub use run::{run_on, Executor, RunOutcome, RunRequest, Timings};
 pub use symbol::Symbol;

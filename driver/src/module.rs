@@ -51,6 +51,16 @@ impl SymbolResolver for Chain<'_> {
     }
 }
 
+/// Takes a fresh process's one-time costs off its first [`Module::load`]: makes the
+/// process-wide arena's first chunk and readies a page of each class in it
+/// ([`Arena::prepare`]), and opens what symbol lookups read ([`ProcessResolver::prepare`]).
+/// Call it at start-up, or while the first kernel compiles; later calls cost a lock.
+/// An error is the arena's, which the first load would have met.
+pub fn prepare() -> Result<()> {
+    ProcessResolver::prepare();
+    Arena::process().prepare().map_err(Error::Arena)
+}
+
 impl Module {
     /// Links one relocatable object for the host into the process-wide arena, resolving
     /// external symbols through the process (dlsym) and the Rust runtime's compiler-rt

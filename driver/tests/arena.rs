@@ -66,6 +66,17 @@ fn load_uses_the_process_arena_and_load_in_the_one_named() {
 }
 
 #[test]
+fn prepare_readies_the_process_arena_and_loads_still_run() {
+    elfjit::prepare().expect("prepare");
+    assert!(Arena::process().stats().chunks >= 1);
+    elfjit::prepare().expect("prepare again");
+    let module = Module::load(&compile(SAXPY)).expect("load");
+    check(&module, 1);
+    let entry = module.symbol("saxpy").expect("saxpy") as usize;
+    assert!(inside(entry, Arena::process()));
+}
+
+#[test]
 fn a_module_keeps_its_arena_alive() {
     let object = compile(SAXPY);
     let arena = Arena::packed().expect("packed arena");
