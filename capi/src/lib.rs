@@ -382,6 +382,15 @@ unsafe fn free_handle<T>(handle: *mut T) {
     });
 }
 
+/// Takes a fresh process's one-time costs off its first load: makes the process-wide code
+/// arena's first chunk and readies a page of each class in it, and opens what symbol
+/// lookups read (libm, the loaded libraries' symbol tables). Call it at start-up, or while
+/// the first kernel compiles; later calls cost a lock. Optional: loads work without it.
+#[no_mangle]
+pub extern "C" fn elfjit_prepare() -> elfjit_status {
+    guard(|| Ok(elfjit_lib::prepare()?))
+}
+
 /// Links one relocatable ELF object for the host into the process-wide code arena (code
 /// never writable and executable at once), resolving undefined symbols in the process. On success
 /// `*module` is a new module to free with `elfjit_module_free`. The bytes are only read

@@ -354,6 +354,13 @@ fn host() -> Option<&'static str> {
     elfjit::Arch::host().map(|a| a.name())
 }
 
+/// Takes a fresh process's one-time costs off its first load: the process-wide code
+/// arena's first chunk, and what symbol lookups read. Optional; later calls cost a lock.
+#[pyfunction]
+fn prepare(py: Python<'_>) -> PyResult<()> {
+    py.detach(elfjit::prepare).map_err(|e| raise(e.into()))
+}
+
 /// The path of the clang elfjit uses (found on first use and kept for the process).
 #[pyfunction]
 fn clang_path(py: Python<'_>) -> PyResult<String> {
@@ -370,6 +377,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(host, m)?)?;
     m.add_function(wrap_pyfunction!(clang_path, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("ArgumentError", py.get_type::<ArgumentError>())?;
     m.add("CompileError", py.get_type::<CompileError>())?;

@@ -58,6 +58,13 @@ def test_compile_load_call(kernels: bytes) -> None:
     assert "functions=[\"add\", \"dot\", \"bump\"]" in repr(m)
 
 
+def test_prepare_is_optional_and_repeatable(kernels: bytes) -> None:
+    assert elfjit.prepare() is None
+    assert elfjit.prepare() is None
+    m = elfjit.load(kernels)
+    assert ADD(m.address("add"))(2, 40) == 42
+
+
 def test_ir_at_every_opt_level_and_flags() -> None:
     ir = "define i64 @twice(i64 %x) {\n  %y = shl i64 %x, 1\n  ret i64 %y\n}\n"
     for opt in range(4):

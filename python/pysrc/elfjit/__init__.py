@@ -32,6 +32,7 @@ from elfjit._native import (
     compile,
     host,
     load,
+    prepare,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ __all__ = [
     "compile",
     "host",
     "load",
+    "prepare",
     "tinygrad",
 ]
 
