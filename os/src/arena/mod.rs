@@ -349,8 +349,9 @@ impl Arena {
 
     /// Takes a first load's one-time costs off it: makes the arena's first chunk (the
     /// reservation and its regions' protections), then writes, publishes and frees a small
-    /// module's memory in each class, so that their page tables exist, the pages after them
-    /// are already writable for the next loads and the arena's own code has run once.
+    /// module's memory in each class, so that their page tables exist, the arena's own code
+    /// has run once and (page-granular) the pages after them are already writable for the
+    /// next loads.
     /// Call it at start-up, or while the first kernel compiles; it does nothing once the
     /// arena has a chunk. An error is what a first load would have met.
     pub fn prepare(&self) -> Result<(), ArenaError> {
