@@ -38,8 +38,10 @@ static int error_has(const char *needle) {
 
 /* Compiles `source` with `options` (NULL: the defaults); NULL on failure. elfjit compiles
  * for the host CPU (-march=native), and valgrind's virtual CPU runs no AVX-512: under
- * valgrind, kernels for an x86_64 host are compiled for x86-64-v3 instead (clang takes the
- * last -march), so that a host with AVX-512 runs them too. */
+ * valgrind, kernels for an x86_64 host are compiled for x86-64-v3 instead, or the x86-64
+ * baseline on a CPU without it (clang takes the last -march), so that a host with AVX-512
+ * runs them too. (-mno-avx512f is not enough: clang then still emits EVEX bf16
+ * conversions for the newest CPUs' native features.) */
 static elfjit_object *compile(const char *source, const elfjit_compile_options *options) {
     elfjit_compile_options chosen = options != NULL ? *options : elfjit_compile_options_default();
     const char *flags[8];
@@ -47,7 +49,8 @@ static elfjit_object *compile(const char *source, const elfjit_compile_options *
     if (RUNNING_ON_VALGRIND && chosen.target == NULL && chosen.flag_count < 8) {
         for (size_t i = 0; i < chosen.flag_count; i++)
             flags[i] = chosen.flags[i];
-        flags[chosen.flag_count] = "-march=x86-64-v3";
+        flags[chosen.flag_count] =
+            __builtin_cpu_supports("x86-64-v3") ? "-march=x86-64-v3" : "-march=x86-64";
         chosen.flags = flags;
         chosen.flag_count++;
     }
