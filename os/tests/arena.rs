@@ -352,6 +352,34 @@ fn prepare_makes_the_first_chunk_and_leaves_the_first_load_only_its_publish() {
     }
 }
 
+#[test]
+fn prepare_in_an_arena_too_small_for_a_chunk_is_the_typed_error_and_changes_nothing() {
+    for mode in [Mode::PageGranular, Mode::Packed] {
+        let config = ArenaConfig {
+            class_bytes: 2 << 20,
+            max_reserved: 1 << 20, // a chunk is three regions of 2 MiB
+            ..ArenaConfig::new(mode)
+        };
+        let Some(arena) = common::arena(config) else {
+            continue;
+        };
+        let before = arena.stats();
+        let error = arena.prepare().expect_err("no chunk fits");
+        let ArenaError::Exhausted {
+            resource, limit, ..
+        } = error
+        else {
+            panic!("{mode:?}: {error:?}");
+        };
+        assert_eq!(resource, Resource::ArenaLimit);
+        assert_eq!(limit, config.max_reserved as u64);
+        assert_eq!(settled(arena.stats()), settled(before));
+        // A load meets the same error, and prepare can be asked again.
+        assert!(load_in(&arena, saxpy(), "saxpy").is_err());
+        assert!(arena.prepare().is_err());
+    }
+}
+
 /// Mappings a chunk's ready pool may add: up to 32 writable stretches in each of the code
 /// and read-only regions, each splitting its region's mapping.
 const READY_MAPPINGS: u64 = 2 * 2 * 32;
