@@ -62,7 +62,9 @@ pub(crate) struct Chunk {
     _memfd: Option<OwnedFd>,
 }
 
-fn final_prot(kind: SegmentKind) -> Prot {
+/// The protection a class's published pages end at, and (page-granular) its free pages
+/// rest at.
+pub(crate) fn final_prot(kind: SegmentKind) -> Prot {
     match kind {
         SegmentKind::Code => Prot::ReadExecute,
         SegmentKind::ReadOnly => Prot::Read,

@@ -194,11 +194,7 @@ impl Placed {
     /// or came from the ready pool, which is writable already).
     fn pages_to_open(&self, page: usize) -> Option<(usize, usize)> {
         match self.piece {
-            Piece::Pages(run)
-                if matches!(run.source, pages::Source::Ready | pages::Source::Opened) =>
-            {
-                None
-            }
+            Piece::Pages(run) if run.source.is_writable() => None,
             _ => self.pages(page),
         }
     }
@@ -914,17 +910,12 @@ impl Shared {
                 .iter()
                 .zip(segments.iter_mut().zip(&mut ahead));
             for (kind, (seg, ahead)) in page_runs {
-                let resting = match kind {
-                    SegmentKind::Code => Prot::ReadExecute,
-                    SegmentKind::ReadOnly => Prot::Read,
-                    SegmentKind::Data => continue,
-                };
+                if *kind == SegmentKind::Data {
+                    continue; // always writable
+                }
+                let resting = chunk::final_prot(*kind);
                 let prot = match seg.piece {
-                    Piece::Pages(run)
-                        if matches!(run.source, pages::Source::Ready | pages::Source::Opened) =>
-                    {
-                        Prot::ReadWrite
-                    }
+                    Piece::Pages(run) if run.source.is_writable() => Prot::ReadWrite,
                     _ => resting,
                 };
                 if let Some((addr, len)) = seg.pages(page) {

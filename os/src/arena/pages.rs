@@ -48,6 +48,14 @@ pub(crate) enum Source {
     Opened,
 }
 
+impl Source {
+    /// Its pages are writable already when taken: no `mprotect` before writing them, and
+    /// a failed load leaves them writable.
+    pub fn is_writable(self) -> bool {
+        matches!(self, Source::Ready | Source::Opened)
+    }
+}
+
 /// `count` pages from `start`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Run {
