@@ -8,6 +8,7 @@ pub mod arena;
 pub mod builtins;
 pub mod icache;
 pub mod mmap;
+pub mod prefault;
 pub mod resolve;
 
 pub use arena::{Arena, ArenaBackend, ArenaConfig, ArenaError, ArenaStats, Mode, Resource};

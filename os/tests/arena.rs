@@ -352,6 +352,43 @@ fn prepare_makes_the_first_chunk_and_leaves_the_first_load_only_its_publish() {
     }
 }
 
+/// After `prepare` the pages a first page-granular load writes are in the page tables
+/// already: the three `prepare` wrote, and the opened stretches after them, which it faults
+/// in (`MADV_POPULATE_WRITE`); no other page of the chunk. (A packed arena opens nothing:
+/// its slabs are per size class, so a load of other sizes takes pages of its own.)
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    ignore = "qemu-user ignores the advice, and its /proc/self/pagemap is the host's"
+)]
+#[test]
+fn prepare_faults_in_the_pages_the_next_loads_take() {
+    for arena in both() {
+        arena.prepare().expect("prepare");
+        let stats = arena.stats();
+        if arena.mode() == Mode::Packed {
+            assert_eq!(stats.opened, 0);
+            continue;
+        }
+        let page = arena.page_size();
+        let chunk = arena.regions()[0];
+        let present = common::present_pages(chunk.0, chunk.1);
+        assert_eq!(
+            stats.opened,
+            2 * 16 * page as u64,
+            "code and read-only data"
+        );
+        assert_eq!(present, 3 + stats.opened as usize / page);
+        let m = load(&arena);
+        assert_eq!(
+            common::present_pages(chunk.0, chunk.1),
+            present,
+            "the first load wrote only pages already present"
+        );
+        // SAFETY: a live saxpy, called for the first time.
+        unsafe { check_saxpy(m.entry, 1) };
+    }
+}
+
 #[test]
 fn prepare_in_an_arena_too_small_for_a_chunk_is_the_typed_error_and_changes_nothing() {
     for mode in [Mode::PageGranular, Mode::Packed] {

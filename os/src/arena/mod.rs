@@ -39,7 +39,7 @@ mod error;
 mod pages;
 mod probe;
 mod slab;
-mod sys;
+pub(crate) mod sys;
 
 pub use backend::ArenaBackend;
 pub use error::{ArenaError, Resource};
@@ -111,7 +111,8 @@ pub struct ArenaStats {
     pub pooled: u64,
     /// Bytes of free pages already made writable for the next loads (page-granular: the
     /// pages a load opened after its own, its region's opened stretch). Never executable,
-    /// resident only once written; counted in neither `held` nor `pooled`.
+    /// resident once written or after [`Arena::prepare`]; counted in neither `held` nor
+    /// `pooled`.
     pub opened: u64,
     /// Bytes withheld for good because they could not be returned to their resting
     /// protection (an `mprotect` failed); 0 unless the system is out of mappings.
@@ -264,8 +265,9 @@ fn total(requests: &[Request; 3]) -> u64 {
     requests.iter().map(|&(s, _)| s as u64).sum()
 }
 
-/// Sorts `ranges` and merges those that touch, for one system call per contiguous run.
-fn coalesce(ranges: &mut Vec<(usize, usize)>) {
+/// Sorts `(start, len)` ranges and merges those that touch or overlap, for one system call
+/// per contiguous run.
+pub(crate) fn coalesce(ranges: &mut Vec<(usize, usize)>) {
     ranges.retain(|&(_, len)| len != 0);
     ranges.sort_unstable();
     // In place: every load publishes through here, and a second vector was an allocation.
@@ -273,7 +275,7 @@ fn coalesce(ranges: &mut Vec<(usize, usize)>) {
     for i in 0..ranges.len() {
         let (start, len) = ranges[i];
         match kept.checked_sub(1).and_then(|last| ranges.get_mut(last)) {
-            Some((s, l)) if *s + *l == start => *l += len,
+            Some((s, l)) if *s + *l >= start => *l = (*l).max(start + len - *s),
             _ => {
                 ranges[kept] = (start, len);
                 kept += 1;
@@ -347,7 +349,8 @@ impl Arena {
     /// reservation and its regions' protections), then writes, publishes and frees a small
     /// module's memory in each class, so that their page tables exist, the arena's own code
     /// has run once and (page-granular) the pages after them are already writable for the
-    /// next loads.
+    /// next loads; those pages are faulted in too (they become resident: 16 per class,
+    /// counted in [`ArenaStats::opened`]), so the first load takes no page fault.
     /// Call it at start-up, or while the first kernel compiles; it does nothing once the
     /// arena has a chunk. An error is what a first load would have met.
     pub fn prepare(&self) -> Result<(), ArenaError> {
@@ -368,14 +371,38 @@ impl Arena {
             }
             backend.publish()
         });
-        // Dropped here: published, its pages go to the pool for the next load.
-        written.map_err(|e| {
+        let written = written.map_err(|e| {
             backend.error().copied().unwrap_or(ArenaError::Os {
                 op: e.op,
                 size: e.size,
                 errno: e.code,
             })
-        })
+        });
+        // Published: its pages go to the pool.
+        drop(backend);
+        written?;
+        self.populate_opened();
+        Ok(())
+    }
+
+    /// Faults in the opened stretches' pages (`MADV_POPULATE_WRITE`, Linux 5.14): the next
+    /// loads take their fresh pages from there, so the first of them then takes no page
+    /// fault. Best effort: an older kernel refuses the advice, and those loads fault
+    /// instead.
+    fn populate_opened(&self) {
+        let state = self.shared.lock();
+        let page = self.shared.page;
+        for region in state.chunks.iter().flat_map(|chunk| chunk.regions.iter()) {
+            let Some((start, end)) = region.runs.opened() else {
+                continue;
+            };
+            let at = region.writer + start as usize * page;
+            let len = end.saturating_sub(start) as usize * page;
+            // SAFETY: the opened stretch is free pages of this region, writable and handed
+            // to no load while the lock is held; populating them writes no byte and changes
+            // no protection.
+            let _ = unsafe { sys::advise(at, len, libc::MADV_POPULATE_WRITE) };
+        }
     }
 
     /// How this arena publishes.
@@ -1210,7 +1237,7 @@ mod tests {
 
     /// Touching ranges merge whatever order they come in; gaps stay; empty ones go.
     #[test]
-    fn coalescing_merges_touching_ranges_in_order() {
+    fn coalescing_merges_touching_and_overlapping_ranges_in_order() {
         let mut ranges = vec![
             (0x3000, 0x1000),
             (0x1000, 0x1000),
@@ -1226,6 +1253,10 @@ mod tests {
         let mut none: Vec<(usize, usize)> = vec![(0x1000, 0)];
         coalesce(&mut none);
         assert!(none.is_empty());
+        // Overlapping ranges merge into their union, a range inside another into it.
+        let mut windows = vec![(0x5000, 0x3000), (0x1000, 0x5000), (0x2000, 0x1000)];
+        coalesce(&mut windows);
+        assert_eq!(windows, [(0x1000, 0x7000)]);
     }
 
     /// Allocates one page per class in `arena`, fills each with `byte`, publishes it and

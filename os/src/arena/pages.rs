@@ -277,8 +277,7 @@ impl PageRuns {
         }
     }
 
-    /// The opened stretch, for tests.
-    #[cfg(test)]
+    /// The opened stretch: pages `[start, end)`.
     pub fn opened(&self) -> Option<(u32, u32)> {
         self.opened
     }

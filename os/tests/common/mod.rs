@@ -199,6 +199,24 @@ pub fn smaps(ranges: &[(usize, usize)]) -> MapsSummary {
     out
 }
 
+/// How many of the pages of `[start, start + len)` are in the process's page tables
+/// (`/proc/self/pagemap`: one little-endian u64 per page, bit 63 "present"; readable
+/// without privileges, which only hides the frame numbers). Native runs only: under
+/// qemu-user the file is the host process's.
+pub fn present_pages(start: usize, len: usize) -> usize {
+    use std::io::{Read, Seek, SeekFrom};
+    let page = 4096;
+    let (first, end) = (start / page, (start + len).div_ceil(page));
+    let mut file = std::fs::File::open("/proc/self/pagemap").expect("/proc/self/pagemap");
+    file.seek(SeekFrom::Start(first as u64 * 8)).expect("seek");
+    let mut entries = vec![0u8; (end - first) * 8];
+    file.read_exact(&mut entries).expect("read pagemap");
+    entries
+        .chunks_exact(8)
+        .filter(|&e| u64::from_le_bytes(e.try_into().expect("8 bytes")) >> 63 == 1)
+        .count()
+}
+
 /// The process's resident memory (`VmRSS`), in bytes.
 pub fn process_rss() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
