@@ -128,10 +128,12 @@ enum elfjit_status elfjit_object_bytes(const struct elfjit_object *object,
 // `object` is NULL or a live object from `elfjit_compile`, not used afterwards.
 void elfjit_object_free(struct elfjit_object *object);
 
-// Takes a fresh process's one-time costs off its first load: makes the process-wide code
-// arena's first chunk and readies a page of each class in it, and opens what symbol
-// lookups read (libm, the loaded libraries' symbol tables). Call it at start-up, or while
-// the first kernel compiles; later calls cost a lock. Optional: loads work without it.
+// Takes a fresh process's one-time costs off its first load: maps the pages of the
+// loader's own code, opens what symbol lookups read (libm, the loaded libraries' symbol
+// tables), makes the process-wide code arena's first chunk with its first pages written
+// and faulted in, and links and frees a small built-in object so that the first real load
+// runs warm code. Call it at start-up, or while the first kernel compiles: a few tenths
+// of a millisecond once; later calls return at once. Optional: loads work without it.
 enum elfjit_status elfjit_prepare(void);
 
 // Links one relocatable ELF object for the host into the process-wide code arena (code

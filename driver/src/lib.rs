@@ -56,6 +56,8 @@ pub mod private_dir;
 pub mod run;
 pub mod symbol;
 mod symbols;
+#[cfg(not(feature = "dlopen-fallback"))]
+mod warmup;
 
 pub use args::{ArgKind, ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 pub use batch::Batch;

@@ -354,8 +354,9 @@ fn host() -> Option<&'static str> {
     elfjit::Arch::host().map(|a| a.name())
 }
 
-/// Takes a fresh process's one-time costs off its first load: the process-wide code
-/// arena's first chunk, and what symbol lookups read. Optional; later calls cost a lock.
+/// Takes a fresh process's one-time costs off its first load: the loader's code pages,
+/// what symbol lookups read, the process-wide code arena's first chunk and pages, and one
+/// link of a built-in object. Optional; later calls return at once.
 #[pyfunction]
 fn prepare(py: Python<'_>) -> PyResult<()> {
     py.detach(elfjit::prepare).map_err(|e| raise(e.into()))

@@ -84,10 +84,12 @@ def host() -> str | None:
     """The host architecture's name, or None where elfjit does not support it."""
 
 def prepare() -> None:
-    """Takes a fresh process's one-time costs off its first load: makes the process-wide
-    code arena's first chunk and opens what symbol lookups read. Call it at start-up or
-    while the first kernel compiles; later calls cost a lock. Raises ResourceError if
-    the arena cannot be made."""
+    """Takes a fresh process's one-time costs off its first load: maps the loader's code
+    pages, opens what symbol lookups read, makes the process-wide code arena's first chunk
+    and pages, and links a built-in object once so the first real load runs warm code.
+    Call it at start-up or while the first kernel compiles (a few tenths of a
+    millisecond); later calls return at once. Raises ResourceError if the arena cannot
+    be made."""
 
 def clang_path() -> str:
     """The clang elfjit compiles with (found on first use, then kept for the process)."""
