@@ -178,6 +178,14 @@ fn string_at(table: &[u8], offset: u32, at: Location) -> Result<&[u8]> {
     tail.get(..end).ok_or_else(|| malformed("name", at))
 }
 
+/// The name at `offset` of string table `table`: the bytes up to the first NUL after it;
+/// `None` past the table or without a NUL.
+#[inline]
+pub fn name_at(table: &[u8], offset: u32) -> Option<&[u8]> {
+    let tail = table.get(offset as usize..)?;
+    tail.get(..nul_position(tail)?)
+}
+
 /// Whether every in-range offset of string table `table` starts a terminated name: the
 /// table ends with NUL. Then checking a name only needs its offset in range.
 fn is_terminated(table: &[u8]) -> bool {
@@ -601,13 +609,31 @@ impl<'a> Object<'a> {
     /// global definitions, and decoding a name is a search for its terminator.
     #[inline]
     pub fn global_definition(&self, index: usize) -> Option<Symbol<'a>> {
+        let (head, offset) = self.global_definition_head(index)?;
+        let name = string_at(self.symbol_names, offset, symbol_at(index)).ok()?;
+        Some(Symbol::named(head, name))
+    }
+
+    /// [`Object::global_definition`] without reading the name: the symbol's fixed fields
+    /// and where its name (not empty) starts in [`Object::symbol_names`].
+    #[inline]
+    pub(crate) fn global_definition_head(&self, index: usize) -> Option<(SymbolHead, u32)> {
         let sym = self.symbol_entry(index).ok()?;
         let head = head_of(sym);
-        if sym.st_name.get(LE) == 0 || !head.is_defined() || !head.is_global() {
-            return None;
-        }
-        let name = string_at(self.symbol_names, sym.st_name.get(LE), symbol_at(index)).ok()?;
-        (!name.is_empty()).then_some(Symbol::named(head, name))
+        let offset = sym.st_name.get(LE);
+        let named = offset != 0
+            && self
+                .symbol_names
+                .get(offset as usize)
+                .is_some_and(|&b| b != 0);
+        (named && head.is_defined() && head.is_global()).then_some((head, offset))
+    }
+
+    /// The symbol string table. Every symbol's name offset is inside it and its name ends
+    /// at a NUL inside it ([`Object::parse`] checks both).
+    #[inline]
+    pub fn symbol_names(&self) -> &'a [u8] {
+        self.symbol_names
     }
 
     /// Symbol `index`, decoded.

@@ -52,7 +52,7 @@ pub mod plan;
 pub use arch::reloc::{Applied, Via};
 pub use arch::Arch;
 pub use error::{BackendError, Error, Location, Name, Range, RelocError, RelocProblem, Result};
-pub use link::{Global, Image, RelocRecord, Stub};
+pub use link::{Global, GlobalEntry, Image, RelocRecord, Stub};
 pub use memory::{
     Layout, MemoryBackend, NoSymbols, Placement, Protection, Segment, SegmentKind, SegmentRequest,
     SliceBackend, SymbolResolver,

@@ -821,6 +821,13 @@ impl<'p, 'a> Image<'p, 'a> {
 
     /// Every global (or weak) symbol defined in the image.
     pub fn globals(&self) -> impl Iterator<Item = Global<'a>> + '_ {
+        self.global_entries().filter_map(|entry| entry.global())
+    }
+
+    /// [`Image::globals`] with their names not yet read: where each starts in its object's
+    /// string table. For a caller that keeps the names (a copy of the table and offsets)
+    /// without searching for the end of each.
+    pub fn global_entries(&self) -> impl Iterator<Item = GlobalEntry<'a>> + '_ {
         Globals {
             resolved: self.resolved(),
             objects: self.plan.objects.entries().iter(),
@@ -844,11 +851,11 @@ struct Globals<'i, 'a> {
 }
 
 impl<'a> Iterator for Globals<'_, 'a> {
-    type Item = Global<'a>;
+    type Item = GlobalEntry<'a>;
 
     // Inline, so the load's loop over the globals keeps its registers across symbols.
     #[inline]
-    fn next(&mut self) -> Option<Global<'a>> {
+    fn next(&mut self) -> Option<GlobalEntry<'a>> {
         loop {
             if let Some(object) = &self.object {
                 for (index, s) in self.entries.by_ref() {
@@ -863,11 +870,12 @@ impl<'a> Iterator for Globals<'_, 'a> {
                     if !defined {
                         continue;
                     }
-                    let Some(sym) = object.global_definition(index) else {
+                    let Some((sym, name_offset)) = object.global_definition_head(index) else {
                         continue;
                     };
-                    return Some(Global {
-                        name: sym.name,
+                    return Some(GlobalEntry {
+                        string_table: object.symbol_names(),
+                        name_offset,
                         address: self.resolved.address(s),
                         size: sym.size,
                         is_function: sym.kind == object::elf::STT_FUNC,
@@ -882,6 +890,40 @@ impl<'a> Iterator for Globals<'_, 'a> {
             self.entries = entries.iter().enumerate();
             self.entries.next();
         }
+    }
+}
+
+/// A global symbol of a linked image, its name not yet read ([`Image::global_entries`]).
+#[derive(Clone, Copy, Debug)]
+pub struct GlobalEntry<'a> {
+    /// The string table of the symbol's object: the name starts at `name_offset` and ends
+    /// at the first NUL after it, inside the table (a parsed object's names all do).
+    pub string_table: &'a [u8],
+    pub name_offset: u32,
+    pub address: u64,
+    pub size: u64,
+    pub is_function: bool,
+    /// `st_other` (ppc64le keeps the local entry point offset here).
+    pub other: u8,
+}
+
+impl<'a> GlobalEntry<'a> {
+    /// Its name (searched for its end), not empty.
+    #[inline]
+    pub fn name(&self) -> Option<&'a [u8]> {
+        crate::elf::name_at(self.string_table, self.name_offset).filter(|n| !n.is_empty())
+    }
+
+    /// The symbol with its name read.
+    #[inline]
+    pub fn global(&self) -> Option<Global<'a>> {
+        Some(Global {
+            name: self.name()?,
+            address: self.address,
+            size: self.size,
+            is_function: self.is_function,
+            other: self.other,
+        })
     }
 }
 

@@ -873,6 +873,27 @@ fn globals_are_the_global_and_weak_definitions_of_every_object() {
             )
         })
         .collect();
+    // The same list unnamed: each entry's name starts at its offset in its object's
+    // string table (two objects, two tables) and ends at the first NUL after it.
+    let entries: Vec<_> = image.global_entries().collect();
+    let named: Vec<(String, u64, bool)> = entries
+        .iter()
+        .map(|e| {
+            let tail = &e.string_table[e.name_offset as usize..];
+            let name = &tail[..tail.iter().position(|&b| b == 0).unwrap()];
+            assert_eq!(e.name(), Some(name));
+            let address = e.global().unwrap().address;
+            (
+                String::from_utf8_lossy(name).into_owned(),
+                address,
+                e.is_function,
+            )
+        })
+        .collect();
+    assert_eq!(named, globals);
+    let tables: std::collections::BTreeSet<_> =
+        entries.iter().map(|e| e.string_table.as_ptr()).collect();
+    assert_eq!(tables.len(), 2, "one string table per object");
     let mut names: Vec<&str> = globals.iter().map(|(n, _, _)| n.as_str()).collect();
     // Within an object the order is the symbol table's; across objects, link order.
     let split = names

@@ -2,8 +2,14 @@
 //! order, and an open-addressing hash index over them, so a load costs three allocations
 //! and linear time however many symbols it has (a map of `String`s cost an allocation per
 //! name, and for a 200-kernel object more than linking it). Names are kept as the object's
-//! bytes: a lookup by `&str` compares bytes (equal bytes are valid UTF-8), and only the
-//! list of function names, made on first use, needs them as text.
+//! bytes, each ended by a NUL: a lookup by `&str` compares bytes (equal bytes are valid
+//! UTF-8), and only the list of function names, made on first use, needs them as text.
+//!
+//! An entry holds where its name starts, not its length: an object with many globals has
+//! its whole string table copied once ([`SymbolsBuilder::push_table`]), and the name's
+//! end is found only when something reads it (the hash index, the function list). For a
+//! 200-kernel object, searching for the end of each of its 400 names at load took more
+//! time than copying its table.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,9 +17,8 @@ use std::sync::OnceLock;
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// The name's place in `Symbols::names`.
+    /// Where the name starts in `Symbols::names` (it ends at the next NUL).
     start: u32,
-    len: u32,
     address: u64,
     is_function: bool,
 }
@@ -28,6 +33,7 @@ pub(crate) struct Found {
 /// Global symbols by name.
 #[derive(Debug, Default)]
 pub(crate) struct Symbols {
+    /// NUL-terminated names: copied one by one, or whole string tables.
     names: Vec<u8>,
     /// In symbol-table order, as pushed; where a name repeats, the first entry wins.
     entries: Vec<Entry>,
@@ -42,6 +48,11 @@ pub(crate) struct Symbols {
 
 /// How many lookups a module answers by scanning before it builds its hash index.
 const SCANNED_LOOKUPS: u32 = 8;
+
+/// A string table at most this long has its names copied one by one; a longer one is
+/// copied whole. A small kernel's table is mostly section names (`.rela.text`, ...),
+/// several times its globals' names, and a million such modules keep theirs for life.
+pub(crate) const COPIED_BY_NAME: usize = 512;
 
 /// Open addressing over `Symbols::entries`: entry index + 1, or 0 for an empty slot; a
 /// power of two at least twice the number of names, so an empty slot ends every probe.
@@ -65,15 +76,46 @@ impl SymbolsBuilder {
         }
     }
 
+    /// Adds a global whose name is `name` (without NUL; one with a NUL is not added).
     pub fn push(&mut self, name: &[u8], address: u64, is_function: bool) {
-        let (Ok(start), Ok(len)) = (u32::try_from(self.names.len()), u32::try_from(name.len()))
-        else {
+        let Ok(start) = u32::try_from(self.names.len()) else {
             return;
         };
+        if name.contains(&0) {
+            return;
+        }
         self.names.extend_from_slice(name);
+        self.names.push(0);
         self.entries.push(Entry {
             start,
-            len,
+            address,
+            is_function,
+        });
+    }
+
+    /// Copies a whole string table, for [`SymbolsBuilder::push_at`]: where it starts in
+    /// the names, or `None` if the names would outgrow `u32` offsets. A NUL is added after
+    /// it, so that every name in it ends inside the copy.
+    pub fn push_table(&mut self, table: &[u8]) -> Option<u32> {
+        let start = u32::try_from(self.names.len()).ok()?;
+        u32::try_from(self.names.len().checked_add(table.len())?.checked_add(1)?).ok()?;
+        self.names.extend_from_slice(table);
+        self.names.push(0);
+        Some(start)
+    }
+
+    /// Adds a global whose name starts at `offset` of the table copied at `table`
+    /// ([`SymbolsBuilder::push_table`]); an offset past the names or at an empty name is
+    /// not added.
+    pub fn push_at(&mut self, table: u32, offset: u32, address: u64, is_function: bool) {
+        let Some(start) = table.checked_add(offset) else {
+            return;
+        };
+        if self.names.get(start as usize).is_none_or(|&b| b == 0) {
+            return;
+        }
+        self.entries.push(Entry {
+            start,
             address,
             is_function,
         });
@@ -92,10 +134,19 @@ impl SymbolsBuilder {
     }
 }
 
-fn slice<'n>(names: &'n [u8], e: &Entry) -> &'n [u8] {
-    names
-        .get(e.start as usize..(e.start as usize).saturating_add(e.len as usize))
-        .unwrap_or(&[])
+/// The name of `e`: from its start to the next NUL (the end of `names` if none, which the
+/// builder never leaves).
+fn name_of<'n>(names: &'n [u8], e: &Entry) -> &'n [u8] {
+    let tail = names.get(e.start as usize..).unwrap_or(&[]);
+    let end = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+    tail.get(..end).unwrap_or(&[])
+}
+
+/// Whether `e` is named `name` (which holds no NUL): its bytes, then the NUL that ends
+/// it, compared without searching for its end.
+fn is_named(names: &[u8], e: &Entry, name: &[u8]) -> bool {
+    let start = e.start as usize;
+    names.get(start + name.len()) == Some(&0) && names.get(start..start + name.len()) == Some(name)
 }
 
 /// A multiply-xor hash over eight bytes at a time with murmur3's finalizer, so that the
@@ -144,13 +195,15 @@ impl Symbols {
 
     /// The first entry named `name`, by scan or through the index.
     fn find(&self, name: &[u8]) -> Option<&Entry> {
+        // A name holding a NUL is no symbol's (and would match a prefix followed by its
+        // neighbour in a copied table).
+        if name.contains(&0) {
+            return None;
+        }
         let index = match self.index.get() {
             Some(index) => index,
             None if self.scans.fetch_add(1, Ordering::Relaxed) < SCANNED_LOOKUPS => {
-                return self
-                    .entries
-                    .iter()
-                    .find(|e| e.len as usize == name.len() && slice(&self.names, e) == name);
+                return self.entries.iter().find(|e| is_named(&self.names, e, name));
             }
             None => self.index.get_or_init(|| self.build_index()),
         };
@@ -165,7 +218,7 @@ impl Symbols {
             slots: vec![0; (self.entries.len() * 2).next_power_of_two().max(4)],
         };
         for (i, e) in self.entries.iter().enumerate() {
-            if let Err(slot) = self.probe(&index, slice(&self.names, e)) {
+            if let Err(slot) = self.probe(&index, name_of(&self.names, e)) {
                 if let Some(s) = index.slots.get_mut(slot) {
                     *s = i as u32 + 1;
                 }
@@ -188,7 +241,7 @@ impl Symbols {
                     if self
                         .entries
                         .get(at)
-                        .is_some_and(|e| slice(&self.names, e) == name)
+                        .is_some_and(|e| is_named(&self.names, e, name))
                     {
                         return Ok(at);
                     }
@@ -220,7 +273,7 @@ impl Symbols {
                 .iter()
                 .enumerate()
                 .filter(|(_, e)| e.is_function)
-                .map(|(i, e)| (i, slice(&self.names, e)))
+                .map(|(i, e)| (i, name_of(&self.names, e)))
                 // Each name once: where it repeats, the entry lookups find.
                 .filter(|&(i, name)| self.probe(index, name) == Ok(i))
                 .filter_map(|(_, name)| std::str::from_utf8(name).ok())
@@ -284,6 +337,54 @@ mod tests {
         assert_eq!(s.functions().len(), 20);
         assert!(s.functions().iter().all(|f| f.len() % 2 == 0));
         assert_eq!(s.get("\u{fffd}"), None);
+    }
+
+    /// Names in a copied string table: found by their offsets, through scans and the index
+    /// alike; a prefix of a name, a name running into its neighbour and an offset past the
+    /// names find nothing; names pushed one by one after the table still work.
+    #[test]
+    fn names_in_a_copied_table_end_at_their_nul() {
+        let table = b"\0saxpy\0saxpy_calls\0.rela.text\0expf\0k";
+        let mut b = SymbolsBuilder::default();
+        let at = b.push_table(table).expect("fits");
+        b.push_at(at, 1, 10, true); // saxpy
+        b.push_at(at, 7, 11, false); // saxpy_calls
+        b.push_at(at, 35, 12, true); // "k": the table's last byte, ended by the added NUL
+        b.push_at(at, 36, 16, true); // that NUL: an empty name, not added
+        b.push_at(at, 99, 13, true); // past the names: not added
+        b.push(b"alone", 14, true);
+        b.push(b"with\0nul", 15, true); // not a symbol name: not added
+        let s = b.finish();
+        assert_eq!(s.entries.len(), 4);
+        let ask = |s: &Symbols| {
+            [
+                "saxpy",
+                "saxpy_calls",
+                "k",
+                "alone",
+                "sax",
+                "saxpy\0saxpy_calls",
+                "expf",
+                "",
+            ]
+            .map(|n| s.get(n))
+        };
+        let want = [
+            Some(10),
+            Some(11),
+            Some(12),
+            Some(14),
+            None,
+            None,
+            None,
+            None,
+        ];
+        assert_eq!(ask(&s), want);
+        for _ in 0..2 {
+            assert_eq!(ask(&s), want);
+        }
+        assert!(s.index.get().is_some(), "the later lookups used the index");
+        assert_eq!(s.functions(), ["saxpy", "k", "alone"]);
     }
 
     /// The scans of the first lookups and the index after them give the same answers,
