@@ -107,6 +107,8 @@ impl SymbolsBuilder {
     /// Adds a global whose name starts at `offset` of the table copied at `table`
     /// ([`SymbolsBuilder::push_table`]); an offset past the names or at an empty name is
     /// not added.
+    // Inline: a large object's load calls it once per global.
+    #[inline]
     pub fn push_at(&mut self, table: u32, offset: u32, address: u64, is_function: bool) {
         let Some(start) = table.checked_add(offset) else {
             return;
