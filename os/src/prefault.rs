@@ -18,12 +18,12 @@ pub const REACH: usize = 1 << 20;
 /// The most of `/proc/self/maps` read (a process with many mappings has a long one).
 const MAPS_LIMIT: u64 = 4 << 20;
 
-/// Maps into the page tables the pages of the executable mappings within [`REACH`] of each
-/// of `addresses` (functions the caller is about to run for the first time). Returns the
-/// ranges populated, `(start, len)`, sorted: none where `/proc/self/maps` cannot be read,
-/// an address is in no executable mapping, or the kernel refuses the advice (before 5.14;
-/// qemu-user accepts it and does nothing). Best effort: a failure only leaves the faults
-/// to the first load.
+/// Maps into the page tables the pages of the executable file mappings within [`REACH`] of
+/// each of `addresses` (functions the caller is about to run for the first time). Returns
+/// the ranges populated, `(start, len)`, sorted: none where `/proc/self/maps` cannot be
+/// read, an address is in no readable, executable mapping of a file, or the kernel refuses
+/// the advice (before 5.14; qemu-user accepts it and does nothing). Best effort: a failure
+/// only leaves the faults to the first load.
 pub fn code_around(addresses: &[usize]) -> Vec<(usize, usize)> {
     let Some(maps) = read_maps() else {
         return Vec::new();
@@ -43,10 +43,10 @@ pub fn code_around(addresses: &[usize]) -> Vec<(usize, usize)> {
         .collect();
     coalesce(&mut windows);
     windows.retain(|&(start, len)| {
-        // SAFETY: the range lies in a readable, executable mapping of the process (the
-        // file's code, which stays mapped for the process's life as the caller's own code
-        // does); populating it reads the pages in and maps them, writing no byte and
-        // changing no protection.
+        // SAFETY: the range lies in a readable mapping of a file. `MADV_POPULATE_READ`
+        // only faults its pages in, as reading them would, and writes no byte and changes
+        // no protection; a range unmapped since `/proc/self/maps` was read makes the call
+        // fail (ENOMEM), nothing more.
         unsafe { crate::arena::sys::advise(start, len, libc::MADV_POPULATE_READ) }.is_ok()
     });
     windows
@@ -61,12 +61,16 @@ fn read_maps() -> Option<String> {
 }
 
 /// The range `[lo, hi)` of a `/proc/self/maps` line (`lo-hi perms offset dev inode path`,
-/// in hex) if the mapping is readable and executable.
+/// in hex) if the mapping is readable, executable and of a file (its path is absolute: not
+/// anonymous memory, nor `[vdso]`).
 fn executable_mapping(line: &str) -> Option<(usize, usize)> {
     let mut fields = line.split_ascii_whitespace();
     let (lo, hi) = fields.next()?.split_once('-')?;
     let perms = fields.next()?.as_bytes();
     if perms.first() != Some(&b'r') || perms.get(2) != Some(&b'x') {
+        return None;
+    }
+    if !fields.nth(3).is_some_and(|path| path.starts_with('/')) {
         return None;
     }
     let lo = usize::from_str_radix(lo, 16).ok()?;
@@ -79,22 +83,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn maps_lines_give_readable_executable_ranges_only() {
+    fn maps_lines_give_readable_executable_file_ranges_only() {
         let line = "55d400000000-55d400848000 r-xp 00045000 fe:00 10027395   /usr/bin/x";
         assert_eq!(
             executable_mapping(line),
             Some((0x55d4_0000_0000, 0x55d4_0084_8000))
         );
+        let file = |range: &str, perms: &str| format!("{range} {perms} 0 fe:00 7   /lib/x.so");
+        assert_eq!(executable_mapping(&file("1000-3000", "--xp")), None);
+        assert_eq!(executable_mapping(&file("1000-3000", "rw-p")), None);
+        assert_eq!(executable_mapping(&file("3000-1000", "r-xp")), None);
+        // Anonymous executable memory (a JIT's) and the vDSO are no file's.
+        assert_eq!(executable_mapping("1000-3000 r-xp 0 00:00 0"), None);
         assert_eq!(
-            executable_mapping("7f0000000000-7f0000001000 --xp 0 00:00 0"),
-            None
-        );
-        assert_eq!(
-            executable_mapping("7f0000000000-7f0000001000 rw-p 0 00:00 0"),
-            None
-        );
-        assert_eq!(
-            executable_mapping("7f0000001000-7f0000000000 r-xp 0 00:00 0"),
+            executable_mapping("1000-3000 r-xp 0 00:00 0   [vdso]"),
             None
         );
         for bad in [
@@ -104,6 +106,7 @@ mod tests {
             "1000- r-xp",
             "g000-h000 r-xp",
             "1000-2000 r",
+            "1000-2000 r-xp 0 fe:00",
         ] {
             assert_eq!(executable_mapping(bad), None, "{bad:?}");
         }
