@@ -167,15 +167,18 @@ fn symbol_at(index: usize) -> Location {
     Location::Symbol(u32::try_from(index).unwrap_or(u32::MAX))
 }
 
-/// The NUL-terminated string at `offset` in a string table; `at` is the header or symbol
-/// whose name it is.
+/// The NUL-terminated string at `offset` in a string table ([`name_at`]), or the error
+/// saying why there is none; `at` is the header or symbol whose name it is.
 #[inline]
 fn string_at(table: &[u8], offset: u32, at: Location) -> Result<&[u8]> {
-    let tail = table
-        .get(offset as usize..)
-        .ok_or_else(|| malformed("name past its string table", at))?;
-    let end = nul_position(tail).ok_or_else(|| malformed("unterminated name", at))?;
-    tail.get(..end).ok_or_else(|| malformed("name", at))
+    name_at(table, offset).ok_or_else(|| {
+        let what = if offset as usize > table.len() {
+            "name past its string table"
+        } else {
+            "unterminated name"
+        };
+        malformed(what, at)
+    })
 }
 
 /// The name at `offset` of string table `table`: the bytes up to the first NUL after it;
@@ -610,8 +613,7 @@ impl<'a> Object<'a> {
     #[inline]
     pub fn global_definition(&self, index: usize) -> Option<Symbol<'a>> {
         let (head, offset) = self.global_definition_head(index)?;
-        let name = string_at(self.symbol_names, offset, symbol_at(index)).ok()?;
-        Some(Symbol::named(head, name))
+        Some(Symbol::named(head, name_at(self.symbol_names, offset)?))
     }
 
     /// [`Object::global_definition`] without reading the name: the symbol's fixed fields

@@ -234,8 +234,8 @@ enum Prep {
     /// Map every page of this executable (read one byte of each page of its mappings): the
     /// page faults a first run of our code takes, without running it.
     Text,
-    /// `elfjit::prepare`: `Arena::prepare` on the process arena and
-    /// `ProcessResolver::prepare` (libm opened, the loaded libraries' symbol tables read).
+    /// `elfjit::prepare`: the loader's code pages mapped, `ProcessResolver::prepare`,
+    /// `Arena::prepare` on the process arena, and one link of its built-in object.
     Prepare,
     /// Load the object into another arena and drop it: everything a first load does for
     /// the first time (our code's pages and caches, the heap, symbol lookups, observer

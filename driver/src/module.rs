@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::symbol::{Symbol, SymbolType};
-use crate::symbols::{Symbols, SymbolsBuilder, COPIED_BY_NAME};
+use crate::symbols::{Symbols, SymbolsBuilder};
 use elfjit_core::{Arch, Plan, SegmentKind, SymbolResolver};
 use elfjit_os::{Arena, ArenaBackend, ProcessResolver};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -331,27 +331,8 @@ fn link<'o>(
     // At most one entry per symbol table entry; `finish` gives back what is not used.
     let table = plan.sizes().symbols;
     let mut symbols = SymbolsBuilder::with_capacity(table, table.saturating_mul(16));
-    // The string table copied last (the globals come object by object) and where.
-    let mut copied: Option<(&[u8], u32)> = None;
     for global in image.global_entries() {
-        let names = global.string_table;
-        if names.len() <= COPIED_BY_NAME {
-            if let Some(name) = global.name() {
-                symbols.push(name, global.address, global.is_function);
-            }
-            continue;
-        }
-        let at = match copied {
-            Some((table, at)) if std::ptr::eq(table, names) => at,
-            _ => {
-                let Some(at) = symbols.push_table(names) else {
-                    continue;
-                };
-                copied = Some((names, at));
-                at
-            }
-        };
-        symbols.push_at(at, global.name_offset, global.address, global.is_function);
+        symbols.push_global(&global);
     }
     let observe = elfjit_observe::describe_image("module", objects, &image)?;
     Ok(Linked {

@@ -6,11 +6,12 @@
 //! UTF-8), and only the list of function names, made on first use, needs them as text.
 //!
 //! An entry holds where its name starts, not its length: an object with many globals has
-//! its whole string table copied once ([`SymbolsBuilder::push_table`]), and the name's
+//! its whole string table copied once ([`SymbolsBuilder::push_global`]), and the name's
 //! end is found only when something reads it (the hash index, the function list). For a
 //! 200-kernel object, searching for the end of each of its 400 names at load took more
 //! time than copying its table.
 
+use elfjit_core::GlobalEntry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -52,7 +53,7 @@ const SCANNED_LOOKUPS: u32 = 8;
 /// A string table at most this long has its names copied one by one; a longer one is
 /// copied whole. A small kernel's table is mostly section names (`.rela.text`, ...),
 /// several times its globals' names, and a million such modules keep theirs for life.
-pub(crate) const COPIED_BY_NAME: usize = 512;
+const COPIED_BY_NAME: usize = 512;
 
 /// Open addressing over `Symbols::entries`: entry index + 1, or 0 for an empty slot; a
 /// power of two at least twice the number of names, so an empty slot ends every probe.
@@ -66,6 +67,9 @@ struct Index {
 pub(crate) struct SymbolsBuilder {
     names: Vec<u8>,
     entries: Vec<Entry>,
+    /// The string table copied last (its address and length: the image's objects outlive
+    /// the builder's use, so no other table has them) and where its copy starts.
+    copied: Option<(usize, usize, u32)>,
 }
 
 impl SymbolsBuilder {
@@ -73,7 +77,36 @@ impl SymbolsBuilder {
         SymbolsBuilder {
             names: Vec::with_capacity(name_bytes),
             entries: Vec::with_capacity(symbols),
+            copied: None,
         }
+    }
+
+    /// Adds a global of a linked image. A string table of at most [`COPIED_BY_NAME`]
+    /// bytes has the name copied; a longer one is copied whole when the first of its names
+    /// comes (an image's globals come object by object), and its names point into the
+    /// copy.
+    // Inline: a large object's load calls it once per global.
+    #[inline]
+    pub fn push_global(&mut self, global: &GlobalEntry<'_>) {
+        let table = global.string_table;
+        if table.len() <= COPIED_BY_NAME {
+            if let Some(name) = global.name() {
+                self.push(name, global.address, global.is_function);
+            }
+            return;
+        }
+        let id = (table.as_ptr() as usize, table.len());
+        let at = match self.copied {
+            Some((address, len, at)) if (address, len) == id => at,
+            _ => {
+                let Some(at) = self.push_table(table) else {
+                    return;
+                };
+                self.copied = Some((id.0, id.1, at));
+                at
+            }
+        };
+        self.push_at(at, global.name_offset, global.address, global.is_function);
     }
 
     /// Adds a global whose name is `name` (without NUL; one with a NUL is not added).
@@ -96,7 +129,7 @@ impl SymbolsBuilder {
     /// Copies a whole string table, for [`SymbolsBuilder::push_at`]: where it starts in
     /// the names, or `None` if the names would outgrow `u32` offsets. A NUL is added after
     /// it, so that every name in it ends inside the copy.
-    pub fn push_table(&mut self, table: &[u8]) -> Option<u32> {
+    fn push_table(&mut self, table: &[u8]) -> Option<u32> {
         let start = u32::try_from(self.names.len()).ok()?;
         u32::try_from(self.names.len().checked_add(table.len())?.checked_add(1)?).ok()?;
         self.names.extend_from_slice(table);
@@ -107,9 +140,8 @@ impl SymbolsBuilder {
     /// Adds a global whose name starts at `offset` of the table copied at `table`
     /// ([`SymbolsBuilder::push_table`]); an offset past the names or at an empty name is
     /// not added.
-    // Inline: a large object's load calls it once per global.
     #[inline]
-    pub fn push_at(&mut self, table: u32, offset: u32, address: u64, is_function: bool) {
+    fn push_at(&mut self, table: u32, offset: u32, address: u64, is_function: bool) {
         let Some(start) = table.checked_add(offset) else {
             return;
         };
@@ -387,6 +419,32 @@ mod tests {
         }
         assert!(s.index.get().is_some(), "the later lookups used the index");
         assert_eq!(s.functions(), ["saxpy", "k", "alone"]);
+    }
+
+    /// A large string table is copied once for all its names, a small one name by name.
+    #[test]
+    fn a_large_table_is_copied_once_a_small_one_by_name() {
+        let mut large = vec![b'x'; COPIED_BY_NAME];
+        large.extend_from_slice(b"\0alpha\0beta\0");
+        let small = b"\0gamma\0.rela.text\0";
+        let global = |string_table, name_offset, address| GlobalEntry {
+            string_table,
+            name_offset,
+            address,
+            size: 0,
+            is_function: true,
+            other: 0,
+        };
+        let alpha = COPIED_BY_NAME as u32 + 1;
+        let mut b = SymbolsBuilder::default();
+        b.push_global(&global(&large, alpha, 1));
+        b.push_global(&global(&large, alpha + 6, 2));
+        b.push_global(&global(small, 1, 3));
+        let s = b.finish();
+        assert_eq!(s.names.len(), large.len() + 1 + b"gamma\0".len());
+        let found = ["alpha", "beta", "gamma", "x"].map(|n| s.get(n));
+        assert_eq!(found, [Some(1), Some(2), Some(3), None]);
+        assert_eq!(s.functions(), ["alpha", "beta", "gamma"]);
     }
 
     /// The scans of the first lookups and the index after them give the same answers,
