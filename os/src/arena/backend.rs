@@ -162,7 +162,9 @@ impl MemoryBackend for ArenaBackend {
     }
 
     fn segment_mut(&mut self, kind: SegmentKind) -> Option<&mut [u8]> {
-        if self.stage != Stage::Writing {
+        // In a forked child a packed arena's writable view is a hole the child may have
+        // reused for other memory.
+        if self.stage != Stage::Writing || self.arena.shared.forked() {
             return None;
         }
         let seg = *self.placed(kind);
@@ -171,8 +173,9 @@ impl MemoryBackend for ArenaBackend {
         }
         // SAFETY: `[writer, writer + size)` is this allocation's memory (the arena hands
         // it to no one else until it is given back on drop), writable until the backend is
-        // sealed (checked above: the stage is `Writing`); `&mut self` makes this the only
-        // slice over it.
+        // sealed (checked above: the stage is `Writing`) and mapped in this process
+        // (checked above: not a packed arena's writer view in a forked child); `&mut self`
+        // makes this the only slice over it.
         Some(unsafe { std::slice::from_raw_parts_mut(seg.writer as *mut u8, seg.size) })
     }
 

@@ -20,7 +20,11 @@
 //! Modules are written through the writer view and run from the other two, so nothing is
 //! ever protected after the chunk is made. Data is private anonymous memory: it needs no
 //! second view, and a forked child gets its own copy as with any private mapping. The
-//! writer view is not inherited by children (`MADV_DONTFORK`).
+//! writer view is not inherited by children (`MADV_DONTFORK`): in a forked child its range
+//! is a hole the child may map something else into, which the chunk never unmaps there.
+//! The memfd's size is sealed and its descriptor closed once the views are mapped (the
+//! mappings keep it alive), so no other process can reopen it through `/proc/PID/fd` to
+//! rewrite or truncate the code.
 
 use super::error::{classify, ArenaError};
 use super::pages::{PageRuns, Run};
@@ -28,7 +32,6 @@ use super::slab::Slabs;
 use super::sys::{self, Prot};
 use super::Mode;
 use elfjit_core::SegmentKind;
-use std::os::fd::OwnedFd;
 
 /// Region starts are aligned at least this much (segments aligned more force a chunk of
 /// their own alignment).
@@ -59,7 +62,12 @@ pub(crate) struct Chunk {
     pub regions: [Region; 3],
     /// Allocations (live or being loaded) with pieces here.
     pub users: u64,
-    _memfd: Option<OwnedFd>,
+    /// Bytes of the writer view at `base` (packed; 0 for page-granular): not inherited by a
+    /// forked child.
+    writer_len: usize,
+    /// The fork generation the chunk was made in: in a later one (a forked child) the
+    /// writer view's range is not ours.
+    fork_generation: u64,
 }
 
 /// The protection a class's published pages end at, and (page-granular) its free pages
@@ -138,7 +146,8 @@ impl Chunk {
                 Region::new(base + code + ro, base + code + ro, data, page),
             ],
             users: 0,
-            _memfd: None,
+            writer_len: 0,
+            fork_generation: 0,
         };
         for kind in SegmentKind::ALL {
             if let Some(region) = chunk.regions.get_mut(kind.index()) {
@@ -181,7 +190,11 @@ impl Chunk {
                     sys::protect(exec + shared, data, Prot::ReadWrite)
                         .map_err(|e| classify("protect a new chunk", requested, e))?;
                 }
-                chunk._memfd = Some(fd);
+                chunk.writer_len = shared;
+                chunk.fork_generation = sys::fork_generation();
+                // The mappings keep the memfd alive; an open descriptor would let any
+                // process of the same user reopen it writable through /proc/PID/fd.
+                drop(fd);
                 let [c, r, d] = &mut chunk.regions;
                 c.target = exec;
                 c.shared = true;
@@ -249,8 +262,16 @@ impl Region {
 
 impl Drop for Chunk {
     fn drop(&mut self) {
-        // SAFETY: the reservation is ours; the arena drops a chunk only when no module
-        // uses it (the arena itself is gone, or the chunk was made for a load that failed).
-        unsafe { sys::unmap(self.base, self.len) };
+        // In a forked child the writer view was not inherited: its range may hold the
+        // child's own memory now (an allocator's mapping), so only the rest is ours.
+        let skip = if self.writer_len != 0 && sys::fork_generation() != self.fork_generation {
+            self.writer_len
+        } else {
+            0
+        };
+        // SAFETY: the reservation (without the writer view's range in a forked child) is
+        // ours; the arena drops a chunk only when no module uses it (the arena itself is
+        // gone, or the chunk was made for a load that failed).
+        unsafe { sys::unmap(self.base + skip, self.len - skip) };
     }
 }

@@ -19,6 +19,10 @@
 //!   a read/write view that the loader writes, and read/execute and read-only views that
 //!   run. Publishing needs no `mprotect`. The price: a writable alias of the code exists
 //!   at another address of the process for as long as the arena lives (see SECURITY.md).
+//!   Across `fork` the child's views share the parent's memfd, so the parent never writes
+//!   or releases the code and read-only slots of a module that was live when it forked
+//!   (they are withheld, [`ArenaStats::quarantined`]), and the child loads nothing
+//!   ([`ArenaError::UsedAfterFork`]): each keeps running its own modules.
 //!
 //! Unloading gives a module's pages back for reuse. Runs of up to eight pages are kept
 //! resident in a pool bounded by [`ArenaConfig::retain`] (so a warm load touches pages
@@ -114,8 +118,10 @@ pub struct ArenaStats {
     /// resident once written or after [`Arena::prepare`]; counted in neither `held` nor
     /// `pooled`.
     pub opened: u64,
-    /// Bytes withheld for good because they could not be returned to their resting
-    /// protection (an `mprotect` failed); 0 unless the system is out of mappings.
+    /// Bytes withheld for good: pages that could not be returned to their resting
+    /// protection (an `mprotect` failed; only when the system is out of mappings), and
+    /// (packed) the code and read-only slots of modules that were live when the process
+    /// forked, freed since: a child may still run them from the memfd it shares.
     pub quarantined: u64,
     /// `mprotect` calls the arena has made so far (making chunks, writing, publishing).
     pub protect_calls: u64,
@@ -216,6 +222,9 @@ struct Allocation {
     /// (`PageRuns::take_ahead`) and their address; given back as the region's opened
     /// stretch once they are (or as they were, if that failed).
     ahead: [Option<(Run, usize)>; 3],
+    /// [`sys::forks_begun`] when it was placed (packed; 0 otherwise): if the process has
+    /// forked since, a child shares its code and read-only slots.
+    forks: u64,
 }
 
 impl Allocation {
@@ -517,6 +526,7 @@ impl Shared {
                 created_chunk: false,
                 zero_filled: true,
                 ahead: [None; 3],
+                forks: 0,
             });
         }
         let mut allocation = {
@@ -632,6 +642,10 @@ impl Shared {
             created_chunk,
             zero_filled: true,
             ahead: [None; 3],
+            forks: match self.config.mode {
+                Mode::Packed => sys::forks_begun(),
+                Mode::PageGranular => 0,
+            },
         }
     }
 
@@ -927,6 +941,10 @@ impl Shared {
             // The writable view is the parent's; leave the memory alone.
             return;
         }
+        // Placed before the process forked: a child maps its code and read-only slots from
+        // the same memfd and may still run them, so they are never written (no traps) nor
+        // handed out again.
+        let inherited = self.config.mode == Mode::Packed && allocation.forks != sys::forks_begun();
         let mut segments = allocation.segments;
         let mut ahead = allocation.ahead;
         if undo && self.config.mode == Mode::PageGranular {
@@ -966,7 +984,7 @@ impl Shared {
                 }
             }
         }
-        if !undo && self.config.mode == Mode::Packed {
+        if !undo && self.config.mode == Mode::Packed && !inherited {
             let seg = allocation.segment(SegmentKind::Code);
             if let Piece::Slot(slot) = seg.piece {
                 // A call through a dangling pointer traps instead of running stale code.
@@ -989,6 +1007,10 @@ impl Shared {
             let Some(region) = chunk.regions.get_mut(k) else {
                 continue;
             };
+            if inherited && region.shared {
+                stats.quarantined += seg.held as u64;
+                continue;
+            }
             // Whether the run this frees fits the pool (a slab's run is at most the pool's
             // longest).
             let longest = match seg.piece {

@@ -114,18 +114,27 @@ pub(crate) unsafe fn unmap(addr: usize, len: usize) {
     let _ = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
 }
 
-/// A memfd of `len` bytes (sparse: no memory until written), that may be mapped executable.
+/// A memfd of `len` bytes (sparse: no memory until written), that may be mapped executable,
+/// sealed at that size: no one (another process reaching it through `/proc/PID/fd` or
+/// `/proc/PID/map_files`, included) can shrink it under its mappings, which would kill the
+/// process with `SIGBUS`, or grow it, and no further seal can be added.
+///
+/// Not sealed against writes (`F_SEAL_FUTURE_WRITE`): that seal also refuses the hole
+/// punch (`MADV_REMOVE`) the arena releases freed pages with. The caller closes the
+/// descriptor once its views are mapped instead, so no descriptor to reopen for writing
+/// remains (see `Chunk::new`).
 pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
     // MFD_EXEC (Linux 6.3) asks for an executable memfd where `vm.memfd_noexec` would
     // otherwise make it non-executable; older kernels reject the flag (EINVAL): retry
     // without it.
     const MFD_EXEC: libc::c_uint = 0x0010;
     let name = c"elfjit-arena";
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     // SAFETY: memfd_create with a constant NUL-terminated name creates a new descriptor.
-    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | MFD_EXEC) };
+    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), flags | MFD_EXEC) };
     if fd < 0 && errno() == libc::EINVAL {
         // SAFETY: as above.
-        fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
     }
     if fd < 0 {
         return Err(("memfd_create", errno()));
@@ -136,6 +145,11 @@ pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
     // SAFETY: sizing our own memfd.
     if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
         return Err(("ftruncate", errno()));
+    }
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: adding seals to our own memfd (created with MFD_ALLOW_SEALING).
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(("fcntl(F_ADD_SEALS) sealing the memfd's size", errno()));
     }
     Ok(fd)
 }
@@ -186,20 +200,58 @@ pub(crate) fn address_space_limit() -> Option<u64> {
 /// inherited (`MADV_DONTFORK`), so a child must not write through it.
 static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Bumped in the forking process twice per `fork`: just before it, and once it returned.
+/// Memory a packed arena held when this count was read is shared with every child forked
+/// since the count changed (their code views map the same memfd): see [`forks_begun`].
+static FORKS_BEGUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn before_fork() {
+    FORKS_BEGUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn after_fork_in_parent() {
+    FORKS_BEGUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
 extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The current fork generation (0 in the original process), registering the fork hook
-/// on first use.
-pub(crate) fn fork_generation() -> u64 {
+/// Registers the fork hooks (once). Only `fork` runs them: `vfork` and `posix_spawn` need
+/// none (the child shares the memory or only `exec`s), but a child made with a raw
+/// `clone`/`clone3` system call that goes on running this process's code is not seen
+/// (documented in SECURITY.md).
+fn register_fork_hooks() {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
-        // SAFETY: registers a child handler that only increments an atomic (async-signal
-        // safe, as a post-fork child handler must be).
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        // SAFETY: registers handlers that only increment atomics (async-signal safe, as a
+        // post-fork child handler must be; none takes a lock).
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            )
+        };
     });
+}
+
+/// The current fork generation (0 in the original process), registering the fork hooks
+/// on first use.
+pub(crate) fn fork_generation() -> u64 {
+    register_fork_hooks();
     FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How many times this process has begun or finished a `fork` (two per fork), registering
+/// the fork hooks on first use. A packed arena reads it when it hands out memory; if it
+/// differs when that memory is given back, a child may still run the code there (the
+/// child's views share the memfd's pages), so the parent must never write or release it.
+/// Reading it between the two increments of one fork counts that fork: a module being
+/// allocated while the process forks is treated as inherited.
+pub(crate) fn forks_begun() -> u64 {
+    register_fork_hooks();
+    FORKS_BEGUN.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Whether any arena of this process has released written pages to the OS, private
