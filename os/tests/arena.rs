@@ -505,39 +505,6 @@ fn segments_aligned_beyond_a_page_and_larger_than_a_region_are_placed() {
     }
 }
 
-#[test]
-fn a_packed_arena_refuses_loads_in_a_forked_child_and_its_code_still_runs() {
-    let Some(arena) = common::arena(ArenaConfig::new(Mode::Packed)) else {
-        return;
-    };
-    let m = load(&arena);
-    // SAFETY: fork in a test: the child only uses this test's arena (whose lock no other
-    // thread holds), calls a kernel and exits without unwinding.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork");
-    if pid == 0 {
-        let refused = load_in(&arena, saxpy(), "saxpy")
-            .is_err_and(|e| e.1 == Some(ArenaError::UsedAfterFork));
-        // SAFETY: a live saxpy (inherited read/execute view).
-        let f: common::SaxpyFn = unsafe { std::mem::transmute(m.entry) };
-        let x = [1.0f32; 4];
-        let mut y = [0.0f32; 4];
-        let runs = f(4, 2.0, x.as_ptr(), y.as_mut_ptr()) == 1 && (y[0] - 3.0).abs() < 1e-5;
-        // SAFETY: leaving the child at once, as after any fork.
-        unsafe { libc::_exit(if refused && runs { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child: {status:#x}"
-    );
-    // The parent goes on loading.
-    // SAFETY: a live saxpy.
-    unsafe { check_saxpy(load(&arena).entry, 1) };
-}
-
 /// Page-granular memory an earlier module wrote is not `zero_filled` when it is handed out
 /// again (the linker then writes every byte of each segment's size), and a module loaded
 /// into it finds zeros past its segments' sizes in the pages it holds, not what the
