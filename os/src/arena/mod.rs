@@ -303,8 +303,9 @@ impl Arena {
 
     /// A packed arena with the default sizes; fails with
     /// [`ArenaError::PackedUnavailable`] where an executable memfd cannot be mapped twice
-    /// (no memfd, `vm.memfd_noexec`, a policy refusing executable shared mappings) or where
-    /// code rewritten through the writable view does not run (qemu-user).
+    /// (no memfd, `vm.memfd_noexec`, a policy refusing executable shared mappings), where
+    /// code rewritten through the writable view does not run (qemu-user), or where its
+    /// `fork` hooks cannot be registered.
     pub fn packed() -> Result<Arena, ArenaError> {
         Arena::with_config(ArenaConfig::new(Mode::Packed))
     }
@@ -321,6 +322,10 @@ impl Arena {
         }
         let arena = Arena::build(config);
         if config.mode == Mode::Packed {
+            sys::register_fork_hooks().map_err(|errno| ArenaError::PackedUnavailable {
+                step: "pthread_atfork (the hooks that tell a forked child)",
+                errno,
+            })?;
             let size = [REGION_ALIGN; 3];
             let probe = Chunk::new(Mode::Packed, size, REGION_ALIGN, arena.shared.page)?;
             probe::check_aliased_code(&probe)?;

@@ -217,13 +217,14 @@ extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Registers the fork hooks (once). Only `fork` runs them: `vfork` and `posix_spawn` need
-/// none (the child shares the memory or only `exec`s), but a child made with a raw
-/// `clone`/`clone3` system call that goes on running this process's code is not seen
-/// (documented in SECURITY.md).
-fn register_fork_hooks() {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
+/// Registers the fork hooks (once); the error number if `pthread_atfork` refused (a
+/// packed arena is then unavailable: it could not tell a forked child). Only `fork` runs
+/// them: `vfork` and `posix_spawn` need none (the child shares the memory or only
+/// `exec`s), but a child made with a raw `clone`/`clone3` system call that goes on running
+/// this process's code is not seen (documented in SECURITY.md).
+pub(crate) fn register_fork_hooks() -> Result<(), i32> {
+    static HOOK: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let code = *HOOK.get_or_init(|| {
         // SAFETY: registers handlers that only increment atomics (async-signal safe, as a
         // post-fork child handler must be; none takes a lock).
         unsafe {
@@ -232,14 +233,19 @@ fn register_fork_hooks() {
                 Some(after_fork_in_parent),
                 Some(after_fork_in_child),
             )
-        };
+        }
     });
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(code)
+    }
 }
 
 /// The current fork generation (0 in the original process), registering the fork hooks
 /// on first use.
 pub(crate) fn fork_generation() -> u64 {
-    register_fork_hooks();
+    let _ = register_fork_hooks();
     FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -250,7 +256,7 @@ pub(crate) fn fork_generation() -> u64 {
 /// Reading it between the two increments of one fork counts that fork: a module being
 /// allocated while the process forks is treated as inherited.
 pub(crate) fn forks_begun() -> u64 {
-    register_fork_hooks();
+    let _ = register_fork_hooks();
     FORKS_BEGUN.load(std::sync::atomic::Ordering::SeqCst)
 }
 
