@@ -39,6 +39,12 @@ pub fn run_with_watchdog(cmd: &mut Command, limit: Duration) -> (Output, bool) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn elfjit");
+    wait_with_watchdog(child, limit)
+}
+
+/// Waits for `child` (spawned with piped stdout and stderr), killing it if it takes longer
+/// than `limit`; returns its output and whether it had to be killed.
+pub fn wait_with_watchdog(child: std::process::Child, limit: Duration) -> (Output, bool) {
     let pid = child.id() as libc::pid_t;
     // The outputs are drained while waiting (a child blocked on a full pipe is not a hang).
     let (tx, rx) = std::sync::mpsc::channel();
