@@ -224,6 +224,7 @@ fn a_symlink_planted_at_the_per_uid_runner_cache_is_not_followed() {
         "--json".as_ref(),
     ]);
     assert_eq!(json(&o)["return"], 42);
+    planted.assert_victim_untouched();
     let err = stderr(&o);
     assert_eq!(
         lines_with(&err, "not using the runner cache"),
@@ -231,7 +232,6 @@ fn a_symlink_planted_at_the_per_uid_runner_cache_is_not_followed() {
         "stderr: {err}"
     );
     assert_eq!(lines_with(&err, "is a symbolic link"), 1, "stderr: {err}");
-    planted.assert_victim_untouched();
     // Only the link is left in TMPDIR: the private build directory is gone.
     let left: Vec<_> = std::fs::read_dir(&planted.tmp)
         .unwrap()
