@@ -218,14 +218,12 @@ fn perf_map_path_of(pid: u32, buf: &mut [u8; 32]) {
             break;
         }
     }
-    let mut at = 0;
-    for &b in PREFIX
+    let bytes = PREFIX
         .iter()
         .chain(digits[..count].iter().rev())
-        .chain(SUFFIX)
-    {
-        buf[at] = b;
-        at += 1;
+        .chain(SUFFIX);
+    for (slot, &b) in buf.iter_mut().zip(bytes) {
+        *slot = b;
     }
 }
 
@@ -302,7 +300,7 @@ fn a_fifo_or_foreign_file_at_the_perf_map_path_costs_one_note_not_a_hang() {
         assert_eq!(
             lines_with(
                 &err,
-                &format!("elfjit: note: ELFJIT_PERF=map: not writing a perf map")
+                "elfjit: note: ELFJIT_PERF=map: not writing a perf map"
             ),
             1,
             "{what:?}: {err}"

@@ -297,8 +297,8 @@ fn clang_identity(path: &Path) -> Option<CacheKey> {
 /// `$XDG_CACHE_HOME/elfjit`, else `~/.cache/elfjit`, else (no `HOME`) `elfjit-<uid>` in
 /// the system's temporary directory. The compile cache keeps its objects in `objects`
 /// under it ([`default_dir`]); the emulated runner keeps its runners in it. There is no
-/// directory shared between users: whichever is chosen must be yours alone to be used
-/// ([`PrivateDir`]).
+/// directory shared between users: whichever is chosen must be yours alone to be used,
+/// and a symbolic link at its name is refused, not followed ([`PrivateDir::open`]).
 pub fn root_dir() -> PathBuf {
     let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     if let Some(d) = non_empty("ELFJIT_CACHE_DIR") {

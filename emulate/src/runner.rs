@@ -3,8 +3,9 @@
 //! `qemu-<arch>` with the request on stdin.
 //!
 //! qemu-user performs a runner's system calls for real, so a runner is code elfjit
-//! executes as you, and is guarded like it: it is built in a private work directory
-//! inside the checked cache directory ([`elfjit::private_dir`]), its SHA-256 is recorded at
+//! executes as you, and is guarded like it: it is compiled and linked in a private work
+//! directory inside the checked cache directory ([`elfjit::private_dir`]; clang's
+//! objects go there, not to `$TMPDIR`), its SHA-256 is recorded at
 //! build time in a `0600` file beside it (`runner-ARCH-HASH.sha256`), and on use both
 //! files must pass the ownership and mode checks and the digest must match what is read.
 //! qemu is then given the very file that was verified, through this process's open
