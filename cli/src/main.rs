@@ -268,9 +268,9 @@ fn cmd_cache(command: CacheCommand) -> Result<(), Failure> {
             )))
         }
         CacheCommand::Clear { .. } => {
-            let dir = cache::default_dir();
-            let objects = cache::clear_dir(&dir)?;
             let root = cache::root_dir();
+            let dir = cache::default_dir();
+            let objects = cache::clear_objects_in(&root)?;
             let runners = runner::clear_dir(&root)?;
             let plural = |n: u64| if n == 1 { "" } else { "s" };
             out(&format!(

@@ -267,7 +267,7 @@ fn no_home_means_no_shared_directory() {
     chown_to_other(&planted);
     chown_to_other(&shared);
     chown_to_other(&tmp.join("elfjit-cache"));
-    let uid = rustix_euid();
+    let uid = euid();
     let cli = |args: &[&str]| {
         run(bin()
             .args(args)
@@ -310,11 +310,6 @@ fn no_home_means_no_shared_directory() {
     assert_eq!(j["cache"], "miss");
     let err = stderr(&o);
     assert_eq!(lines_with(&err, "not owned by"), 1, "stderr: {err}");
-}
-
-fn rustix_euid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
 }
 
 /// A cache elfjit cannot write (here: its directory belongs to root and elfjit runs as
@@ -428,4 +423,42 @@ fn editing_an_included_header_is_a_miss() {
     let start = Instant::now();
     assert_eq!(go(&relative), (20, "hit".into()));
     assert!(start.elapsed() < Duration::from_secs(30));
+}
+
+/// Issue 26: without `HOME`, another user's symbolic link planted at `$TMPDIR/elfjit-<uid>`
+/// (pointing at a directory of ours) is refused, not followed: the compile cache writes
+/// nothing into its target, and `elfjit cache clear` removes nothing there (it refuses,
+/// saying why).
+#[test]
+fn a_symlink_planted_at_the_per_uid_directory_is_not_followed() {
+    let planted = PlantedRoot::new("planted-root");
+    let source = planted.scratch.write("add.c", VICTIM);
+    let run_args: Vec<&std::ffi::OsStr> = [
+        source.as_os_str(),
+        "--ret".as_ref(),
+        "i32".as_ref(),
+        "--arg".as_ref(),
+        "i32:40".as_ref(),
+        "--arg".as_ref(),
+        "i32:2".as_ref(),
+        "--cache".as_ref(),
+        "--json".as_ref(),
+    ]
+    .to_vec();
+    let mut args = vec!["run".as_ref()];
+    args.extend(run_args);
+    for _ in 0..2 {
+        let o = planted.elfjit(&args);
+        let j = json(&o);
+        assert_eq!(j["return"], 42);
+        planted.assert_victim_untouched();
+        assert_eq!(j["cache"], "miss", "a disk cache was used through the link");
+        let err = stderr(&o);
+        assert_eq!(lines_with(&err, "is a symbolic link"), 1, "stderr: {err}");
+    }
+    let o = planted.elfjit(&["cache".as_ref(), "clear".as_ref()]);
+    planted.assert_victim_untouched();
+    assert!(!o.status.success(), "cache clear went through the link");
+    let err = stderr(&o);
+    assert_eq!(lines_with(&err, "is a symbolic link"), 1, "stderr: {err}");
 }

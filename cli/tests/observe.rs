@@ -1,12 +1,15 @@
 //! The observers through the `elfjit` command: `elfjit run --debug` under gdb stops in the
 //! kernel at its source line; `ELFJIT_PERF=map` lets perf name a kernel `elfjit run` spins
-//! in (the library's unwinding is tested in elfjit's tests/observe.rs).
+//! in (the library's unwinding is tested in elfjit's tests/observe.rs); a FIFO or another
+//! user's file planted at `/tmp/perf-<pid>.map` costs one note, never a hang or a failed
+//! run.
 
 use elfjit::Arch;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 mod support;
-use support::Scratch;
+use support::{json, lines_with, stderr, wait_with_watchdog, Scratch, OTHER_UID};
 
 fn text(output: &Output) -> String {
     format!(
@@ -188,4 +191,120 @@ fn perf_names_a_kernel_elfjit_run_spins_in_with_elfjit_perf_map() {
         .map(str::to_string)
         .expect("a sample's pid");
     std::fs::remove_file(format!("/tmp/perf-{pid}.map")).unwrap();
+}
+
+/// What another user plants at `/tmp/perf-<pid>.map` before elfjit opens it.
+#[derive(Clone, Copy, Debug)]
+enum Planted {
+    /// A FIFO nobody reads: a blocking open for writing waits forever.
+    Fifo,
+    /// A regular file of theirs (mode 0600).
+    File,
+}
+
+/// `/tmp/perf-<pid>.map` NUL-terminated in `buf`, without allocating (it is built in a
+/// forked child, before exec).
+fn perf_map_path_of(pid: u32, buf: &mut [u8; 32]) {
+    const PREFIX: &[u8] = b"/tmp/perf-";
+    const SUFFIX: &[u8] = b".map\0";
+    let mut digits = [0u8; 10];
+    let mut n = pid;
+    let mut count = 0;
+    loop {
+        digits[count] = b'0' + (n % 10) as u8;
+        count += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let bytes = PREFIX
+        .iter()
+        .chain(digits[..count].iter().rev())
+        .chain(SUFFIX);
+    for (slot, &b) in buf.iter_mut().zip(bytes) {
+        *slot = b;
+    }
+}
+
+/// `elfjit run` with `ELFJIT_PERF=map`, after another user planted `what` at the perf map
+/// path of the very process (planted between fork and exec, when its pid is known).
+fn run_with_planted_perf_map(source: &std::path::Path, what: Planted) -> (Output, bool) {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_elfjit"));
+    command
+        .arg("run")
+        .arg(source)
+        .args([
+            "--ret", "i32", "--arg", "i32:40", "--arg", "i32:2", "--json",
+        ])
+        .env("ELFJIT_PERF", "map")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: the hook runs in the forked child before exec and only makes system calls
+    // (getpid, mkfifo/open, close, lchown) on a path built in a stack buffer: nothing that
+    // allocates or takes a lock.
+    unsafe {
+        command.pre_exec(move || {
+            let mut path = [0u8; 32];
+            perf_map_path_of(libc::getpid() as u32, &mut path);
+            let path = path.as_ptr().cast::<libc::c_char>();
+            match what {
+                Planted::Fifo => {
+                    if libc::mkfifo(path, 0o600) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Planted::File => {
+                    let fd = libc::open(path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o600);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::close(fd);
+                }
+            }
+            if libc::lchown(path, OTHER_UID, OTHER_UID) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .expect("spawn elfjit (planting needs root, as CI runs)");
+    let planted = format!("/tmp/perf-{}.map", child.id());
+    let result = wait_with_watchdog(child, Duration::from_secs(60));
+    std::fs::remove_file(&planted).unwrap_or_else(|e| panic!("remove {planted}: {e}"));
+    result
+}
+
+#[test]
+fn a_fifo_or_foreign_file_at_the_perf_map_path_costs_one_note_not_a_hang() {
+    let dir = Scratch::new("planted-perf-map");
+    let source = dir.join("add.c");
+    std::fs::write(&source, "int add(int a, int b) { return a + b; }\n").unwrap();
+    for (what, problem) in [
+        (Planted::Fifo, "FIFO"),
+        (Planted::File, "owned by another user"),
+    ] {
+        let (output, killed) = run_with_planted_perf_map(&source, what);
+        assert!(
+            !killed,
+            "{what:?}: elfjit hung opening the planted perf map; stderr: {}",
+            stderr(&output)
+        );
+        assert_eq!(json(&output)["return"], 42, "{what:?}");
+        let err = stderr(&output);
+        assert_eq!(lines_with(&err, "perf map"), 1, "{what:?}: {err}");
+        assert_eq!(
+            lines_with(
+                &err,
+                "elfjit: note: ELFJIT_PERF=map: not writing a perf map"
+            ),
+            1,
+            "{what:?}: {err}"
+        );
+        assert_eq!(lines_with(&err, problem), 1, "{what:?}: {err}");
+    }
 }

@@ -3,7 +3,8 @@
 //! `elfjit_far_add`) but was not built by this user's elfjit is never executed: its
 //! SHA-256 must match the digest recorded at build time, both files must be the user's
 //! alone, and the verified open file is what qemu runs. `cache clear` removes runners;
-//! stale build directories are removed. Runs the real binary.
+//! stale build directories are removed, never through a link planted at the cache root;
+//! the build writes nothing outside its private work directory. Runs the real binary.
 
 mod support;
 
@@ -198,4 +199,75 @@ fn stale_build_directories_are_removed() {
     for d in &stale {
         assert!(!d.exists(), "{} survived", d.display());
     }
+}
+
+/// Issue 26: without `HOME`, another user's symbolic link planted at `$TMPDIR/elfjit-<uid>`
+/// (pointing at a directory of ours) is not used as the runner cache: the stale-looking
+/// `*.tmp-*` names there survive the run's cleanup and `cache clear`, nothing is written
+/// there, and the runner is built in a private directory that is removed afterwards.
+#[test]
+fn a_symlink_planted_at_the_per_uid_runner_cache_is_not_followed() {
+    let planted = PlantedRoot::new("planted-runner-root");
+    let source = planted.scratch.write("add.c", ADD);
+    let o = planted.elfjit(&[
+        "run".as_ref(),
+        source.as_os_str(),
+        "--emulate".as_ref(),
+        "--target".as_ref(),
+        "x86_64".as_ref(),
+        "--ret".as_ref(),
+        "i32".as_ref(),
+        "--arg".as_ref(),
+        "i32:40".as_ref(),
+        "--arg".as_ref(),
+        "i32:2".as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert_eq!(json(&o)["return"], 42);
+    planted.assert_victim_untouched();
+    let err = stderr(&o);
+    assert_eq!(
+        lines_with(&err, "not using the runner cache"),
+        1,
+        "stderr: {err}"
+    );
+    assert_eq!(lines_with(&err, "is a symbolic link"), 1, "stderr: {err}");
+    // Only the link is left in TMPDIR: the private build directory is gone.
+    let left: Vec<_> = std::fs::read_dir(&planted.tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let o = planted.elfjit(&["cache".as_ref(), "clear".as_ref()]);
+    assert!(!o.status.success(), "cache clear went through the link");
+    planted.assert_victim_untouched();
+}
+
+/// Issue 26: the runner's build writes nothing in `TMPDIR` (clang given several sources
+/// and `-o` keeps their objects there): with `TMPDIR` naming a directory that does not
+/// exist the build still succeeds, and with an empty one it stays empty.
+#[test]
+fn the_runner_build_writes_nothing_in_tmpdir() {
+    let s = Setup::new("tmpdir");
+    let missing = s.scratch.join("no-such-tmp");
+    let empty = s.scratch.join("empty-tmp");
+    std::fs::create_dir_all(&empty).unwrap();
+    for tmp in [&missing, &empty] {
+        let _ = std::fs::remove_dir_all(&s.root);
+        let o = run(bin()
+            .arg("run")
+            .arg(&s.source)
+            .args(["--emulate", "--target", "x86_64", "--ret", "i32"])
+            .args(["--arg", "i32:40", "--arg", "i32:2", "--json"])
+            .env("ELFJIT_CACHE_DIR", &s.root)
+            .env("TMPDIR", tmp));
+        assert_eq!(json(&o)["return"], 42, "TMPDIR={}", tmp.display());
+        s.runner();
+    }
+    assert!(!missing.exists());
+    let left: Vec<_> = std::fs::read_dir(&empty)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "the build left {left:?} in TMPDIR");
 }

@@ -297,8 +297,8 @@ fn clang_identity(path: &Path) -> Option<CacheKey> {
 /// `$XDG_CACHE_HOME/elfjit`, else `~/.cache/elfjit`, else (no `HOME`) `elfjit-<uid>` in
 /// the system's temporary directory. The compile cache keeps its objects in `objects`
 /// under it ([`default_dir`]); the emulated runner keeps its runners in it. There is no
-/// directory shared between users: whichever is chosen must be yours alone to be used
-/// ([`PrivateDir`]).
+/// directory shared between users: whichever is chosen must be yours alone to be used,
+/// and a symbolic link at its name is refused, not followed ([`PrivateDir::open`]).
 pub fn root_dir() -> PathBuf {
     let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     if let Some(d) = non_empty("ELFJIT_CACHE_DIR") {
@@ -333,7 +333,24 @@ pub struct Cleared {
 /// are left alone. A missing directory is empty; a directory that is not yours alone is
 /// refused (an error) and left as it is.
 pub fn clear_dir(dir: &Path) -> Result<Cleared> {
-    clear_matching(dir, |name| is_entry_name(name) || is_temp_name(name))
+    clear_opened(dir, PrivateDir::open(dir, false), is_cache_file)
+}
+
+/// [`clear_dir`] for `objects` under the cache root `root` (what `elfjit cache clear`
+/// empties), reached through the root's checked descriptor: a root that is not yours
+/// alone (another user's directory, or a symbolic link planted at its name) is refused
+/// and nothing under it is touched.
+pub fn clear_objects_in(root: &Path) -> Result<Cleared> {
+    clear_opened(
+        &root.join(OBJECTS),
+        open_objects(root, false),
+        is_cache_file,
+    )
+}
+
+/// The checked `objects` directory under the checked cache root `root`.
+fn open_objects(root: &Path, create: bool) -> std::result::Result<PrivateDir, Refused> {
+    PrivateDir::open(root, create).and_then(|r| r.subdir(OBJECTS, create))
 }
 
 /// Removes the files (and elfjit's work directories) of the private directory `dir`
@@ -341,12 +358,22 @@ pub fn clear_dir(dir: &Path) -> Result<Cleared> {
 /// runner for its runners in [`root_dir`]). A missing directory is empty; one that is not
 /// yours alone is refused, untouched.
 pub fn clear_matching(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<Cleared> {
-    let dir = match PrivateDir::open(dir, false) {
+    clear_opened(dir, PrivateDir::open(dir, false), ours)
+}
+
+/// Removes what `ours` accepts from `opened` (the private directory `shown`, or why it
+/// was refused); every removal is relative to its descriptor.
+fn clear_opened(
+    shown: &Path,
+    opened: std::result::Result<PrivateDir, Refused>,
+    ours: impl Fn(&str) -> bool,
+) -> Result<Cleared> {
+    let dir = match opened {
         Ok(d) => d,
         Err(Refused::Missing) => return Ok(Cleared::default()),
         Err(e) => {
             return Err(Error::Io {
-                context: format!("refusing to clear {}", dir.display()),
+                context: format!("refusing to clear {}", shown.display()),
                 source: std::io::Error::other(e.to_string()),
             })
         }
@@ -373,6 +400,11 @@ pub fn clear_matching(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<Cleared
         }
     }
     Ok(cleared)
+}
+
+/// An entry or a temporary file of the object cache.
+fn is_cache_file(name: &str) -> bool {
+    is_entry_name(name) || is_temp_name(name)
 }
 
 fn is_entry_name(name: &str) -> bool {
@@ -693,7 +725,10 @@ impl Cache {
             None => Ok(Cleared::default()),
             Some(d) => {
                 *d.estimate.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                clear_dir(&d.path)
+                match &d.root {
+                    Some(root) => clear_objects_in(root),
+                    None => clear_dir(&d.path),
+                }
             }
         }
     }
@@ -821,7 +856,7 @@ impl Disk {
             DirState::Unopened => {}
         }
         let opened = match &self.root {
-            Some(root) => PrivateDir::open(root, create).and_then(|r| r.subdir(OBJECTS, create)),
+            Some(root) => open_objects(root, create),
             None => PrivateDir::open(&self.path, create),
         };
         match opened {

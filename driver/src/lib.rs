@@ -48,9 +48,11 @@ pub mod ffi;
 pub mod flags;
 pub mod module;
 pub mod native;
-pub mod notes;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
+/// One line on stderr per reason per process (owned by `elfjit-observe`, which says
+/// its own notes too).
+pub use elfjit_observe::notes;
 pub mod parallel;
 pub mod private_dir;
 pub mod run;

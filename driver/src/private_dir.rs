@@ -4,9 +4,12 @@
 //! Whoever can write a directory elfjit caches into can make elfjit load their code, so a
 //! [`PrivateDir`] is used only when it is owned by the effective uid and not writable by
 //! its group or others (new ones are created `0700`); the check is explicit, because root
-//! (as CI runs) bypasses permission bits. Once opened, the directory is held by its file
-//! descriptor and every file operation is relative to it (`openat`, `renameat`), so
-//! renaming a directory on the path afterwards changes nothing.
+//! (as CI runs) bypasses permission bits. It is reached component by component with
+//! `openat`, never through a symbolic link at its own name or at a component elfjit
+//! created ([`PrivateDir::open`]). Once opened, the directory is held by its file
+//! descriptor and every file operation is relative to it (`openat`, `renameat`,
+//! `unlinkat`: cleanup and `elfjit cache clear` too), so renaming a directory on the path
+//! afterwards changes nothing.
 //!
 //! A file in it is used only if it is a regular file (not a symbolic link, FIFO, device or
 //! directory: it is `lstat`ed first, then opened with `O_NOFOLLOW | O_NONBLOCK`, so
@@ -22,7 +25,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -164,33 +167,17 @@ pub fn random_hex() -> std::io::Result<String> {
 
 impl PrivateDir {
     /// Opens the directory `path` (creating it and any missing parent with mode `0700`
-    /// when `create` is set), refusing it unless it is owned by the effective uid and
-    /// not writable by group or others. A symbolic link to such a directory is followed:
-    /// the directory it leads to is what is checked and held.
+    /// when `create` is set), refusing it unless it is a real directory (not a symbolic
+    /// link to one) owned by the effective uid and not writable by group or others.
+    ///
+    /// The path is walked one component at a time, each opened from its parent's
+    /// descriptor (`openat`). The directory itself, and every component this call
+    /// creates, is opened with `O_NOFOLLOW`: a link planted there (say at
+    /// `$TMPDIR/elfjit-<uid>`, pointing at a directory of yours) is refused, never
+    /// followed. Components above it that already exist are followed like any path:
+    /// they are your own layout (`~/.cache` may be a link to another disk).
     pub fn open(path: &Path, create: bool) -> Result<PrivateDir, Refused> {
-        if create {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(path)
-                .map_err(Refused::io)?;
-        }
-        let fd = rustix::fs::openat(
-            CWD,
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| {
-            if e == rustix::io::Errno::NOTDIR {
-                Refused::Unsafe {
-                    reason: "not-a-directory",
-                    why: format!("{} is not a directory", path.display()),
-                }
-            } else {
-                Refused::io(e)
-            }
-        })?;
+        let fd = open_components(path, create)?;
         PrivateDir::checked(path.to_path_buf(), fd)
     }
 
@@ -217,22 +204,7 @@ impl PrivateDir {
             }
         }
         let path = self.path.join(name);
-        let fd = rustix::fs::openat(
-            &self.fd,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| match e {
-            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => Refused::Unsafe {
-                reason: "not-a-directory",
-                why: format!(
-                    "{} is not a directory (or is a symbolic link)",
-                    path.display()
-                ),
-            },
-            e => Refused::io(e),
-        })?;
+        let fd = open_dir_at(&self.fd, OsStr::new(name), &path, Follow::Never)?;
         PrivateDir::checked(path, fd)
     }
 
@@ -425,6 +397,91 @@ impl PrivateDir {
     }
 }
 
+/// Whether [`open_dir_at`] may follow a symbolic link at the name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Follow {
+    /// A component above the private directory that existed: the user's own layout.
+    Existing,
+    /// The private directory itself, or a component elfjit created.
+    Never,
+}
+
+/// Opens the directory `name` in `parent` (`path` is its full path, for messages).
+fn open_dir_at(
+    parent: &OwnedFd,
+    name: &OsStr,
+    path: &Path,
+    follow: Follow,
+) -> Result<OwnedFd, Refused> {
+    let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if follow == Follow::Never {
+        flags |= OFlags::NOFOLLOW;
+    }
+    rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => {
+            // Say which: a link (refused without being followed) or something else.
+            let is_link = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+            if is_link && follow == Follow::Never {
+                Refused::Unsafe {
+                    reason: "symlink",
+                    why: format!(
+                        "{} is a symbolic link (a private directory is never reached \
+                         through one: whoever made it chooses where it leads)",
+                        path.display()
+                    ),
+                }
+            } else {
+                Refused::Unsafe {
+                    reason: "not-a-directory",
+                    why: format!("{} is not a directory", path.display()),
+                }
+            }
+        }
+        e => Refused::io(e),
+    })
+}
+
+/// The descriptor of the directory `path`, walked component by component as
+/// [`PrivateDir::open`] says (missing components created `0700` when `create` is set).
+fn open_components(path: &Path, create: bool) -> Result<OwnedFd, Refused> {
+    use std::path::Component;
+    let start = if path.has_root() { "/" } else { "." };
+    let mut dir = rustix::fs::openat(
+        CWD,
+        start,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Refused::io)?;
+    let names: Vec<&OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            Component::ParentDir => Some(OsStr::new("..")),
+            Component::Prefix(_) | Component::RootDir | Component::CurDir => None,
+        })
+        .collect();
+    let mut walked = PathBuf::from(if path.has_root() { "/" } else { "" });
+    for (index, &name) in names.iter().enumerate() {
+        walked.push(name);
+        let created = create
+            && match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
+                Ok(()) => true,
+                Err(rustix::io::Errno::EXIST) => false,
+                Err(e) => return Err(Refused::io(e)),
+            };
+        let last = index + 1 == names.len();
+        let follow = if last || created {
+            Follow::Never
+        } else {
+            Follow::Existing
+        };
+        dir = open_dir_at(&dir, name, &walked, follow)?;
+    }
+    Ok(dir)
+}
+
 fn check_file_type(path: &Path, t: FileType) -> Result<(), Refused> {
     match t {
         FileType::RegularFile => Ok(()),
@@ -486,6 +543,58 @@ mod tests {
         assert_eq!(dir.list().unwrap().len(), 1);
         assert!(dir.fd_path().join("x").exists());
         std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap()).unwrap();
+    }
+
+    /// A link planted at the private directory's name (another user's, pointing at a
+    /// directory of ours) is refused, never followed: nothing is created, listed or
+    /// removed through it. Links above it (the user's own layout) are followed.
+    #[test]
+    fn a_symlink_at_the_directory_or_a_created_component_is_not_followed() {
+        let base = scratch("links");
+        let victim = base.join("victim");
+        std::fs::create_dir_all(victim.join(".tmp-d")).unwrap();
+        std::fs::write(victim.join("x.tmp-1"), b"keep").unwrap();
+        let planted = base.join("elfjit-0");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        for create in [false, true] {
+            match PrivateDir::open(&planted, create) {
+                Err(Refused::Unsafe { reason, why }) => {
+                    assert_eq!(reason, "symlink", "{why}");
+                    assert!(why.contains("elfjit-0 is a symbolic link"), "{why}");
+                }
+                other => panic!("create={create}: followed the planted link: {other:?}"),
+            }
+        }
+        let mut names: Vec<_> = std::fs::read_dir(&victim)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, [OsString::from(".tmp-d"), OsString::from("x.tmp-1")]);
+
+        // An existing link above the private directory is the user's layout: followed.
+        let real = base.join("real-cache");
+        std::fs::create_dir_all(&real).unwrap();
+        let layout = base.join("cache-link");
+        std::os::unix::fs::symlink(&real, &layout).unwrap();
+        let dir = PrivateDir::open(&layout.join("elfjit").join("objects"), true).unwrap();
+        dir.write_file("f", &[b"1"], 0o600).unwrap();
+        assert!(real.join("elfjit/objects/f").exists());
+        let mode = std::fs::metadata(real.join("elfjit"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "a created component is 0700");
+        // A file where a directory is expected is not a directory.
+        std::fs::write(base.join("plain"), b"").unwrap();
+        assert!(matches!(
+            PrivateDir::open(&base.join("plain"), false),
+            Err(Refused::Unsafe {
+                reason: "not-a-directory",
+                ..
+            })
+        ));
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! `qemu-<arch>` with the request on stdin.
 //!
 //! qemu-user performs a runner's system calls for real, so a runner is code elfjit
-//! executes as you, and is guarded like it: it is built in a private work directory
-//! inside the checked cache directory ([`elfjit::private_dir`]), its SHA-256 is recorded at
+//! executes as you, and is guarded like it: it is compiled and linked in a private work
+//! directory inside the checked cache directory ([`elfjit::private_dir`]; clang's
+//! objects go there, not to `$TMPDIR`), its SHA-256 is recorded at
 //! build time in a `0600` file beside it (`runner-ARCH-HASH.sha256`), and on use both
 //! files must pass the ownership and mode checks and the digest must match what is read.
 //! qemu is then given the very file that was verified, through this process's open
@@ -350,32 +351,22 @@ fn build(compiler: &Compiler, arch: Arch, dir: &PrivateDir, name: &str) -> Resul
     result
 }
 
-fn build_in(
+/// Runs `compiler` with `flags` then `extra` in the work directory `work` (through this
+/// process's descriptor: nothing on its path can redirect clang's reads and writes);
+/// returns what it printed.
+fn run_clang(
     compiler: &Compiler,
     arch: Arch,
     work: &PrivateDir,
-    dir: &PrivateDir,
-    name: &str,
-) -> Result<Runner> {
-    for (file, text) in [
-        ("far.ld", far_script()),
-        ("runner.c", RUNNER_C.to_string()),
-        ("support.c", SUPPORT_C.to_string()),
-    ] {
-        work.write_file(file, &[text.as_bytes()], 0o600)
-            .map_err(io(format!(
-                "cannot write {}",
-                work.path().join(file).display()
-            )))?;
-    }
-    let mut args: Vec<OsString> = build_flags(arch, Path::new("far.ld"))
-        .into_iter()
+    flags: &[String],
+    extra: &[&str],
+) -> Result<String> {
+    let args: Vec<OsString> = flags
+        .iter()
         .map(OsString::from)
+        .chain(extra.iter().map(OsString::from))
         .collect();
-    args.extend(["-o", "runner", "runner.c", "support.c"].map(OsString::from));
     let mut spec = Spec::new(compiler.path(), args);
-    // The work directory through this process's descriptor: nothing on its path can
-    // redirect clang's reads and writes.
     spec.current_dir = Some(work.fd_path());
     spec.stderr_limit = MAX_DIAGNOSTICS;
     spec.deadline = deadline_after(compiler.timeout());
@@ -407,6 +398,53 @@ fn build_in(
             ),
         ));
     }
+    Ok(log)
+}
+
+fn build_in(
+    compiler: &Compiler,
+    arch: Arch,
+    work: &PrivateDir,
+    dir: &PrivateDir,
+    name: &str,
+) -> Result<Runner> {
+    for (file, text) in [
+        ("far.ld", far_script()),
+        ("runner.c", RUNNER_C.to_string()),
+        ("support.c", SUPPORT_C.to_string()),
+    ] {
+        work.write_file(file, &[text.as_bytes()], 0o600)
+            .map_err(io(format!(
+                "cannot write {}",
+                work.path().join(file).display()
+            )))?;
+    }
+    // Compiled to objects in the work directory, then linked there: one clang given both
+    // sources and `-o runner` would put its intermediate objects in $TMPDIR (shared /tmp).
+    // Each step gets every flag (the hash in the runner's name covers one list), so the
+    // other step's are unused on purpose.
+    let flags = build_flags(arch, Path::new("far.ld"));
+    let compile_log = run_clang(
+        compiler,
+        arch,
+        work,
+        &flags,
+        &["-Qunused-arguments", "-c", "runner.c", "support.c"],
+    )?;
+    let link_log = run_clang(
+        compiler,
+        arch,
+        work,
+        &flags,
+        &[
+            "-Qunused-arguments",
+            "-o",
+            "runner",
+            "runner.o",
+            "support.o",
+        ],
+    )?;
+    let log = compile_log + &link_log;
     let not_valid = |why: String| {
         emulation_error(
             arch,

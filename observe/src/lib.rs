@@ -22,6 +22,7 @@
 pub mod gdb_jit;
 pub mod jitdump;
 mod lines;
+pub mod notes;
 pub mod perf_map;
 mod published;
 mod safe_file;
@@ -179,14 +180,26 @@ fn env_features() -> Result<Features, Error> {
 
 /// The features on. The first call reads `ELFJIT_PERF` and `ELFJIT_GDB` and opens the files
 /// they ask for; later calls are one atomic load (an unreadable environment is reported by
-/// every call).
+/// every call). A perf map that cannot be opened (see [`enable`]) is skipped with one
+/// note on stderr, the other features staying on.
 pub fn features() -> Result<Features, Error> {
     let bits = ACTIVE.load(Ordering::Acquire);
     if bits & ENV_READ != 0 && bits & ENV_BAD == 0 {
         return Ok(Features(bits & Features::ALL_BITS));
     }
     match env_features() {
-        Ok(wanted) => {
+        Ok(mut wanted) => {
+            if wanted.contains(Features::PERF_MAP) {
+                // A program that does not know about elfjit asked for it: a perf map that
+                // cannot be opened (someone planted a FIFO or a file of theirs at the name
+                // perf looks for) costs one note, not every load.
+                if let Err(e) = enable(Features::PERF_MAP) {
+                    notes::once("perf map", "cannot-open", || {
+                        format!("ELFJIT_PERF=map: not writing a perf map: {e}")
+                    });
+                    wanted = Features(wanted.0 & !Features::PERF_MAP.0);
+                }
+            }
             // Nothing asked for (the common case): no files, and none of `enable`'s
             // path-making (a `getpid`, a format, an environment read) on the first load.
             if !wanted.is_empty() {
@@ -207,7 +220,10 @@ pub fn features() -> Result<Features, Error> {
 
 /// Switches `features` on for every module published from now on, opening their files
 /// (`/tmp/perf-<pid>.map`; a jitdump in a new directory under `$JITDUMPDIR`, or `/tmp`).
-/// Features already on stay on.
+/// Features already on stay on. An existing perf map is used only if it is a regular file
+/// of this user's, with one link, that group and others cannot write; anything else
+/// (a symbolic link, a FIFO, another user's file) is an [`Error::Io`] at once, never a
+/// wait.
 pub fn enable(features: Features) -> Result<(), Error> {
     let dir = std::env::var_os("JITDUMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
     enable_with(features, &perf_map::default_path(), &dir)

@@ -39,6 +39,12 @@ pub fn run_with_watchdog(cmd: &mut Command, limit: Duration) -> (Output, bool) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn elfjit");
+    wait_with_watchdog(child, limit)
+}
+
+/// Waits for `child` (spawned with piped stdout and stderr), killing it if it takes longer
+/// than `limit`; returns its output and whether it had to be killed.
+pub fn wait_with_watchdog(child: std::process::Child, limit: Duration) -> (Output, bool) {
     let pid = child.id() as libc::pid_t;
     // The outputs are drained while waiting (a child blocked on a full pipe is not a hang).
     let (tx, rx) = std::sync::mpsc::channel();
@@ -135,4 +141,79 @@ pub fn shared_runner_cache() -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sec-shared-runners");
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Another user's symbolic link planted at the per-uid cache root `$TMPDIR/elfjit-<uid>`
+/// (used when there is no `HOME`), pointing at a directory of the victim (us) that holds
+/// names elfjit's cleanup and `cache clear` match (`x.tmp-1`, `.tmp-d/`), old enough to
+/// count as stale.
+pub struct PlantedRoot {
+    /// The scratch directory holding both.
+    pub scratch: Scratch,
+    /// What `TMPDIR` is set to.
+    pub tmp: PathBuf,
+    /// The directory the link points at.
+    pub victim: PathBuf,
+}
+
+impl PlantedRoot {
+    pub fn new(tag: &str) -> PlantedRoot {
+        let scratch = Scratch::new(tag);
+        let tmp = scratch.join("tmp");
+        let victim = scratch.join("victim");
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::create_dir_all(victim.join(".tmp-d")).unwrap();
+        std::fs::write(victim.join(".tmp-d").join("f"), b"inside").unwrap();
+        std::fs::write(victim.join("x.tmp-1"), b"precious").unwrap();
+        chmod(&victim, 0o700);
+        let old = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+        for p in [victim.join("x.tmp-1"), victim.join(".tmp-d")] {
+            std::fs::File::open(&p).unwrap().set_modified(old).unwrap();
+        }
+        let link = tmp.join(format!("elfjit-{}", euid()));
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        chown_to_other(&link);
+        PlantedRoot {
+            scratch,
+            tmp,
+            victim,
+        }
+    }
+
+    /// `elfjit ARGS` with no `HOME` (nor `XDG_CACHE_HOME`) and `TMPDIR` the scratch `tmp`.
+    pub fn elfjit(&self, args: &[&std::ffi::OsStr]) -> Output {
+        run(bin()
+            .args(args)
+            .env_remove("HOME")
+            .env_remove("XDG_CACHE_HOME")
+            .env("TMPDIR", &self.tmp))
+    }
+
+    /// Checks the victim's directory holds exactly what was planted in it, unchanged.
+    pub fn assert_victim_untouched(&self) {
+        let mut names: Vec<String> = std::fs::read_dir(&self.victim)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [".tmp-d", "x.tmp-1"],
+            "written or removed through the link"
+        );
+        assert_eq!(
+            std::fs::read(self.victim.join("x.tmp-1")).unwrap(),
+            b"precious"
+        );
+        assert_eq!(
+            std::fs::read(self.victim.join(".tmp-d").join("f")).unwrap(),
+            b"inside"
+        );
+    }
 }

@@ -1,6 +1,8 @@
 //! Notes on stderr: things a user should know that are not errors (a cache directory
-//! refused, a cache that cannot be written). Each reason is said once per process, however
-//! many entries or runs meet it, so a broken cache costs one line, not one per lookup.
+//! refused, a cache that cannot be written, a perf map not written). Each reason is said
+//! once per process, however many entries or runs meet it, so a broken cache costs one
+//! line, not one per lookup. It lives in the lowest elfjit crate that says any (this
+//! one); `elfjit::notes` is this module.
 
 use std::collections::HashSet;
 use std::io::Write;
