@@ -126,3 +126,71 @@ fn a_batch_above_the_limit_is_refused_up_front() {
         assert_too_large(b.error().expect("error"), limit + 1, limit);
     }
 }
+
+mod arena_model;
+
+use arena_model::{Model, Op, Pick};
+use proptest::prelude::*;
+
+fn pick() -> impl Strategy<Value = Pick> {
+    (any::<u8>(), any::<u8>(), any::<u64>()).prop_map(|(size, align, raw)| Pick {
+        size,
+        align,
+        raw,
+    })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let picks = || proptest::array::uniform3(pick());
+    prop_oneof![
+        4 => picks().prop_map(Op::Allocate),
+        2 => proptest::collection::vec(picks(), 1..6).prop_map(Op::AllocateBatch),
+        2 => any::<usize>().prop_map(Op::Publish),
+        1 => Just(Op::PublishAll),
+        2 => any::<usize>().prop_map(Op::Free),
+        1 => any::<usize>().prop_map(Op::AllocateAgain),
+    ]
+}
+
+/// 64 cases per property unless `PROPTEST_CASES` says otherwise: a few seconds.
+fn cases() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(64);
+    ProptestConfig::with_cases(cases)
+}
+
+/// Runs `ops` on a fresh arena of `mode` keeping `retain` bytes of freed pages. A packed
+/// arena the system cannot run is the typed refusal `common::arena` accepts (qemu-user on
+/// a foreign architecture, said on stderr), natively a failure.
+fn run(mode: Mode, retain: usize, ops: &[Op]) {
+    let Some(arena) = common::arena(arena_model::config(mode, retain)) else {
+        return;
+    };
+    let mut model = Model::new(arena);
+    for op in ops {
+        model.step(op);
+    }
+    model.finish();
+}
+
+proptest! {
+    #![proptest_config(cases())]
+
+    #[test]
+    fn page_granular_arena_hands_out_only_its_own_unshared_memory(
+        ops in proptest::collection::vec(op(), 1..40),
+        retain in prop_oneof![Just(0usize), Just(4usize << 20)],
+    ) {
+        run(Mode::PageGranular, retain, &ops);
+    }
+
+    #[test]
+    fn packed_arena_hands_out_only_its_own_unshared_memory(
+        ops in proptest::collection::vec(op(), 1..40),
+        retain in prop_oneof![Just(0usize), Just(4usize << 20)],
+    ) {
+        run(Mode::Packed, retain, &ops);
+    }
+}

@@ -690,6 +690,7 @@ impl Shared {
         }
         // The configured size first; where the address space cannot hold it (a low
         // RLIMIT_AS), half of it, and so on down to what this request needs.
+        // In range: `align` is at most the request limit (`requests`), a `usize`.
         let mut class = self.config.class_bytes.next_multiple_of(align);
         loop {
             let bytes = need.map(|n| n.max(class));
@@ -1272,10 +1273,11 @@ fn take_runs(chunk: &mut Chunk, page: usize, sum: &[Request; 3]) -> Option<[Opti
         if pages == 0 {
             continue;
         }
-        let fits = chunk
-            .regions
-            .get(k)
-            .is_some_and(|r| r.target.is_multiple_of(align * page));
+        let fits = chunk.regions.get(k).is_some_and(|r| {
+            align
+                .checked_mul(page)
+                .is_some_and(|a| r.target.is_multiple_of(a))
+        });
         let run = if fits {
             let count = u32::try_from(pages).ok();
             let align = u32::try_from(align).ok();
