@@ -129,7 +129,7 @@ fn a_batch_above_the_limit_is_refused_up_front() {
 
 mod arena_model;
 
-use arena_model::{Model, Op, Pick};
+use arena_model::{Op, Pick};
 use proptest::prelude::*;
 
 fn pick() -> impl Strategy<Value = Pick> {
@@ -165,14 +165,28 @@ fn cases() -> ProptestConfig {
 /// arena the system cannot run is the typed refusal `common::arena` accepts (qemu-user on
 /// a foreign architecture, said on stderr), natively a failure.
 fn run(mode: Mode, retain: usize, ops: &[Op]) {
-    let Some(arena) = common::arena(arena_model::config(mode, retain)) else {
-        return;
-    };
-    let mut model = Model::new(arena);
-    for op in ops {
-        model.step(op);
+    if let Some(arena) = common::arena(arena_model::config(mode, retain)) {
+        arena_model::run(arena, ops);
     }
-    model.finish();
+}
+
+/// The fuzz target's saved inputs (fuzz/regressions/arena_api/, run by `scripts/fuzz-smoke`
+/// too) replay under plain `cargo test`: the model's checks are their oracle.
+#[test]
+fn saved_fuzz_inputs_replay() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions/arena_api");
+    let mut inputs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    inputs.sort();
+    assert!(!inputs.is_empty(), "{} holds no inputs", dir.display());
+    for input in inputs {
+        eprintln!("{}", input.display());
+        arena_model::run_bytes(&std::fs::read(&input).expect("input"));
+    }
 }
 
 proptest! {
