@@ -113,7 +113,7 @@ fn a_batch_above_the_limit_is_refused_up_front() {
         assert_eq!(limit, 64 << 20);
         let module = data_only(4 << 20);
         let layouts = vec![module; 17];
-        let e = arena.allocate_batch(&layouts).err().expect("refused");
+        let e = arena.allocate_batch(&layouts).expect_err("refused");
         match mode {
             Mode::PageGranular => assert_too_large(&e, 68 << 20, limit),
             // Placed one by one: the limit is reached after 16 modules' chunks.
