@@ -97,7 +97,8 @@ impl Layout {
     /// The segments one after another on whole pages of `page_size` (a power of two), as
     /// one mapping holds them: each starts on a page boundary (and on its own alignment,
     /// when that is larger), empty ones take no room. Returns the segments and the total
-    /// size; `None` if a size overflows or `page_size` is not a power of two.
+    /// size; `None` if a size overflows, or `page_size` or an alignment (other than 0,
+    /// taken as 1) is not a power of two.
     pub fn contiguous(&self, page_size: u64) -> Option<([Segment; 3], u64)> {
         if !page_size.is_power_of_two() {
             return None;
@@ -105,6 +106,10 @@ impl Layout {
         let mut out = [Segment::default(); 3];
         let mut next = 0u64;
         for (slot, request) in out.iter_mut().zip(self.segments) {
+            // Rounding up to a multiple of anything else would not align.
+            if !request.align.max(1).is_power_of_two() {
+                return None;
+            }
             let offset = align_up(next, request.align.max(page_size))?;
             let mapped = align_up(request.size, page_size)?;
             *slot = Segment {
@@ -344,6 +349,19 @@ mod tests {
             }; 3],
         );
         assert_eq!(huge.contiguous(0x1000), None);
+        // Not a power of two: rounding with a mask would leave 0x1000, no multiple of 0x3000.
+        let odd = Layout::new([
+            SegmentRequest {
+                size: 0x1000,
+                align: 1,
+            },
+            SegmentRequest {
+                size: 8,
+                align: 0x3000,
+            },
+            SegmentRequest::default(),
+        ]);
+        assert_eq!(odd.contiguous(0x1000), None);
     }
 
     #[test]

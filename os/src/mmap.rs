@@ -91,6 +91,8 @@ impl MmapBackend {
         }
         .map_err(|e| os_error("mmap", total, e))?;
         let raw_addr = raw as usize;
+        // In range: the mapping is `len + slack` bytes from `raw_addr`, page-aligned, so
+        // the next multiple of `align` lies at most `slack` bytes in.
         let start = raw_addr.next_multiple_of(align);
         let head = start - raw_addr;
         let tail = slack - head;
@@ -119,14 +121,23 @@ impl MemoryBackend for MmapBackend {
         if self.mapping.is_some() {
             return Err(BackendError::new("allocate twice", 0, 0));
         }
+        let requests = SegmentKind::ALL.map(|kind| layout.get(kind));
+        if let Some(odd) = requests.iter().find(|r| !r.align.max(1).is_power_of_two()) {
+            return Err(BackendError::new(
+                "allocate (an alignment that is not a power of two)",
+                odd.align,
+                0,
+            ));
+        }
+        let largest = requests.iter().map(|r| r.size).max().unwrap_or(0);
         let (segments, size) = layout.contiguous(self.page_size).ok_or(BackendError::new(
             "allocate (size overflows)",
-            0,
+            largest,
             0,
         ))?;
-        let align = SegmentKind::ALL
+        let align = requests
             .iter()
-            .map(|&kind| layout.get(kind).align)
+            .map(|r| r.align)
             .fold(self.page_size, u64::max);
         // An image with nothing in it still gets one page, so every module has an address.
         let len = usize::try_from(size.max(self.page_size))
@@ -299,6 +310,39 @@ mod tests {
         assert!(b.segment_mut(SegmentKind::Code).is_none());
         assert!(b.publish().is_err());
         assert_eq!(b.region(), None);
+    }
+
+    /// Sizes and alignments near `u64::MAX`, and alignments that are not powers of two,
+    /// are errors naming them, never a mapping or a panic.
+    #[test]
+    fn sizes_and_alignments_out_of_range_are_errors() {
+        let page = MmapBackend::new().page_size();
+        let refused = |layout: Layout| {
+            let mut b = MmapBackend::new();
+            let err = b.allocate(&layout).expect_err("refused");
+            assert_eq!(b.region(), None, "{err}");
+            assert!(b.segment_mut(SegmentKind::Data).is_none());
+            err
+        };
+        let none = request(0, 1);
+        let err = refused(Layout::new([none, none, request(u64::MAX, 1)]));
+        assert_eq!(err.size, u64::MAX);
+        let err = refused(Layout::new([
+            request(1, 1),
+            none,
+            request(u64::MAX - page, 1),
+        ]));
+        assert_eq!(err.size, u64::MAX - page);
+        let err = refused(Layout::new([request(8, 3 * page), none, none]));
+        assert_eq!(err.size, 3 * page, "{err}");
+        assert!(err.op.contains("power of two"), "{err}");
+        refused(Layout::new([request(8, u64::MAX), none, none]));
+        // A 2^63-byte alignment: more address space than there is.
+        refused(Layout::new([
+            request(8, 1 << 63),
+            none,
+            request(8, 1 << 63),
+        ]));
     }
 
     #[test]

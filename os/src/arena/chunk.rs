@@ -80,6 +80,17 @@ pub(crate) fn final_prot(kind: SegmentKind) -> Prot {
     }
 }
 
+/// The bytes a chunk with `bytes[k]` bytes for class `k` reserves (`None` if that
+/// overflows): a packed chunk maps its code and read-only regions twice.
+pub(crate) fn reservation_len(mode: Mode, [code, ro, data]: [usize; 3]) -> Option<usize> {
+    let shared = code.checked_add(ro)?;
+    let views = match mode {
+        Mode::PageGranular => shared,
+        Mode::Packed => shared.checked_mul(2)?,
+    };
+    views.checked_add(data)
+}
+
 /// Reserves `len` bytes aligned to `align` (a power of two, at least a page).
 ///
 /// First exactly `len`: Linux 6.7 and later place an anonymous mapping whose length is a
@@ -131,11 +142,19 @@ impl Chunk {
         page: usize,
     ) -> Result<Chunk, ArenaError> {
         let [code, ro, data] = bytes;
-        let requested = (code + ro + data) as u64;
-        let len = match mode {
-            Mode::PageGranular => code + ro + data,
-            Mode::Packed => 2 * (code + ro) + data,
+        let too_large = ArenaError::BadRequest {
+            what: "chunk size overflows",
+            size: u64::MAX,
         };
+        let requested = reservation_len(Mode::PageGranular, bytes).ok_or(too_large)? as u64;
+        let len = reservation_len(mode, bytes).ok_or(too_large)?;
+        // A region counts its pages in a `u32`.
+        if bytes.iter().any(|&b| u32::try_from(b / page).is_err()) {
+            return Err(ArenaError::BadRequest {
+                what: "a chunk region of more than 2^32 pages",
+                size: len as u64,
+            });
+        }
         let base = reserve_aligned(len, align)?;
         let mut chunk = Chunk {
             base,
@@ -229,7 +248,8 @@ impl Region {
             bytes,
             shared: false,
             rest: Prot::ReadWrite,
-            runs: PageRuns::new((bytes / page) as u32),
+            // Fits: checked by `Chunk::new`.
+            runs: PageRuns::new(u32::try_from(bytes / page).unwrap_or(0)),
             slabs: Slabs::new(),
         }
     }

@@ -56,6 +56,15 @@ pub enum ArenaError {
     /// The request itself is unusable (an alignment that is not a power of two, a layout
     /// that does not match the one a batch reserved, a second allocation).
     BadRequest { what: &'static str, size: u64 },
+    /// A request larger than the arena can ever hold, refused before anything is reserved:
+    /// `what` names the value (a segment's size or alignment, a module's or a batch's
+    /// pages), `size` is it in bytes (`u64::MAX` if it overflows) and `limit` the most the
+    /// arena takes ([`Arena::request_limit`](super::Arena::request_limit)).
+    TooLarge {
+        what: &'static str,
+        size: u64,
+        limit: u64,
+    },
 }
 
 impl fmt::Display for ArenaError {
@@ -109,6 +118,10 @@ impl fmt::Display for ArenaError {
             ArenaError::BadRequest { what, size } => {
                 write!(f, "code arena: bad request ({what}, {size} bytes)")
             }
+            ArenaError::TooLarge { what, size, limit } => write!(
+                f,
+                "code arena: {what} of {size} bytes is above the arena's limit of {limit} bytes"
+            ),
         }
     }
 }
@@ -140,6 +153,9 @@ impl From<ArenaError> for BackendError {
             }
             ArenaError::Os { op, size, errno } => BackendError::new(op, size, errno),
             ArenaError::BadRequest { what, size } => BackendError::new(what, size, 0),
+            ArenaError::TooLarge { size, .. } => {
+                BackendError::new("allocate (above the arena's size limit)", size, 0)
+            }
         }
     }
 }

@@ -246,32 +246,24 @@ fn requested(allocations: &[Allocation]) -> u64 {
 /// A segment request: bytes and alignment.
 type Request = (usize, usize);
 
-fn requests(layout: &Layout) -> Result<[Request; 3], ArenaError> {
-    let mut out = [(0, 1); 3];
-    for (slot, kind) in out.iter_mut().zip(SegmentKind::ALL) {
-        let r = layout.get(kind);
-        let align = r.align.max(1);
-        if !align.is_power_of_two() {
-            return Err(ArenaError::BadRequest {
-                what: "segment alignment is not a power of two",
-                size: r.size,
-            });
-        }
-        let size = usize::try_from(r.size).map_err(|_| ArenaError::BadRequest {
-            what: "segment larger than the address space",
-            size: r.size,
-        })?;
-        let align = usize::try_from(align).map_err(|_| ArenaError::BadRequest {
-            what: "segment alignment larger than the address space",
-            size: r.size,
-        })?;
-        *slot = (size, align);
+/// A region counts its pages in a `u32`. A segment's size and alignment are each at most
+/// this many pages, so a chunk made for the largest (its size in pages, plus its
+/// alignment, rounded up to that) still has fewer than 2^32 pages per class.
+const MAX_SEGMENT_PAGES: u64 = 1 << 30;
+
+/// `Err(TooLarge)` if `size` is above `limit`.
+fn at_most(what: &'static str, size: u64, limit: u64) -> Result<(), ArenaError> {
+    if size > limit {
+        return Err(ArenaError::TooLarge { what, size, limit });
     }
-    Ok(out)
+    Ok(())
 }
 
 fn total(requests: &[Request; 3]) -> u64 {
-    requests.iter().map(|&(s, _)| s as u64).sum()
+    requests
+        .iter()
+        .map(|&(s, _)| s as u64)
+        .fold(0, u64::saturating_add)
 }
 
 /// Sorts `(start, len)` ranges and merges those that touch or overlap, for one system call
@@ -434,6 +426,16 @@ impl Arena {
         self.shared.page
     }
 
+    /// The most bytes the arena takes for one segment's size, one segment's alignment,
+    /// one module (its segments rounded up to whole pages) and one batch (likewise, all
+    /// modules): its reservation limit ([`ArenaConfig::max_reserved`]), and at most 2^30
+    /// pages (4 TiB with 4 KiB pages). A larger request is refused before anything is
+    /// reserved, with [`ArenaError::TooLarge`] naming it and this limit; a smaller one may
+    /// still find the limit reached by what the arena holds ([`ArenaError::Exhausted`]).
+    pub fn request_limit(&self) -> u64 {
+        self.shared.request_limit()
+    }
+
     /// A backend for one module: pass it to [`elfjit_core::Plan::link_in`]. Its `publish`
     /// protects and flushes at once; the memory is the arena's again when it is dropped.
     pub fn backend(&self) -> ArenaBackend {
@@ -513,13 +515,50 @@ impl Shared {
         unsafe { sys::protect(addr, len, prot) }
     }
 
+    /// See [`Arena::request_limit`].
+    fn request_limit(&self) -> u64 {
+        let pages = MAX_SEGMENT_PAGES.saturating_mul(self.page as u64);
+        (self.config.max_reserved as u64).min(pages)
+    }
+
+    /// A layout's segments as requests. Each size and alignment, and the module's pages,
+    /// are at most the request limit (itself at most a `usize`, the reservation limit), so
+    /// every sum and round-up of them made later fits.
+    fn requests(&self, layout: &Layout) -> Result<[Request; 3], ArenaError> {
+        let limit = self.request_limit();
+        let page = self.page as u64;
+        let mut out = [(0, 1); 3];
+        let mut pages: u64 = 0;
+        for (slot, kind) in out.iter_mut().zip(SegmentKind::ALL) {
+            let r = layout.get(kind);
+            let align = r.align.max(1);
+            if !align.is_power_of_two() {
+                return Err(ArenaError::BadRequest {
+                    what: "segment alignment is not a power of two",
+                    size: r.size,
+                });
+            }
+            at_most("a segment's size", r.size, limit)?;
+            at_most("a segment's alignment", align, limit)?;
+            let too_large = |what, size| ArenaError::TooLarge { what, size, limit };
+            let size =
+                usize::try_from(r.size).map_err(|_| too_large("a segment's size", r.size))?;
+            let align =
+                usize::try_from(align).map_err(|_| too_large("a segment's alignment", align))?;
+            pages = pages.saturating_add(r.size.div_ceil(page));
+            *slot = (size, align);
+        }
+        at_most("a module's pages", pages.saturating_mul(page), limit)?;
+        Ok(out)
+    }
+
     fn forked(&self) -> bool {
         self.config.mode == Mode::Packed && sys::fork_generation() != self.fork_generation
     }
 
     /// Memory for one module, ready to write.
     fn allocate(&self, layout: &Layout) -> Result<Allocation, ArenaError> {
-        let reqs = requests(layout)?;
+        let reqs = self.requests(layout)?;
         if self.forked() {
             return Err(ArenaError::UsedAfterFork);
         }
@@ -670,6 +709,7 @@ impl Shared {
         }
         // The configured size first; where the address space cannot hold it (a low
         // RLIMIT_AS), half of it, and so on down to what this request needs.
+        // In range: `align` is at most the request limit (`requests`), a `usize`.
         let mut class = self.config.class_bytes.next_multiple_of(align);
         loop {
             let bytes = need.map(|n| n.max(class));
@@ -693,16 +733,14 @@ impl Shared {
         bytes: [usize; 3],
         align: usize,
     ) -> Result<usize, ArenaError> {
-        let len = match self.config.mode {
-            Mode::PageGranular => bytes.iter().sum::<usize>(),
-            Mode::Packed => 2 * (bytes[0] + bytes[1]) + bytes[2],
-        };
-        let reserved = state.stats.reserved.saturating_add(len as u64);
+        // A length that overflows is past any limit.
+        let len = chunk::reservation_len(self.config.mode, bytes).map_or(u64::MAX, |l| l as u64);
+        let reserved = state.stats.reserved.saturating_add(len);
         if reserved > self.config.max_reserved as u64 {
             return Err(ArenaError::Exhausted {
                 resource: Resource::ArenaLimit,
                 requested: total(reqs),
-                reserving: len as u64,
+                reserving: len,
                 limit: self.config.max_reserved as u64,
                 errno: 0,
             });
@@ -724,7 +762,7 @@ impl Shared {
     fn allocate_batch(&self, layouts: &[Layout]) -> Result<Vec<Allocation>, ArenaError> {
         let reqs = layouts
             .iter()
-            .map(requests)
+            .map(|layout| self.requests(layout))
             .collect::<Result<Vec<_>, _>>()?;
         if self.forked() {
             return Err(ArenaError::UsedAfterFork);
@@ -757,16 +795,48 @@ impl Shared {
         reqs: &[[Request; 3]],
     ) -> Result<Vec<Allocation>, ArenaError> {
         let page = self.page;
-        // Pages (and alignment in pages) each module needs per class, and per class the
-        // run's length with each module's start aligned.
-        let mut sum: [Request; 3] = [(0, 1); 3];
+        let limit = self.request_limit();
+        let too_large = |pages: Option<u64>| ArenaError::TooLarge {
+            what: "a batch's pages",
+            size: pages.map_or(u64::MAX, |p| p.saturating_mul(page as u64)),
+            limit,
+        };
+        // A class's run, and all of them together, hold at most the request limit's pages
+        // (fewer than 2^32: a region's pages are a `u32`).
+        let max_pages = u32::try_from(limit / page as u64).unwrap_or(u32::MAX);
+        // Per module and class, where its pages start in the class's run and how many it
+        // has; per class the run's length and alignment. All in pages, all checked before
+        // anything is taken; empty segments take no pages and need no alignment.
+        let mut sum: [(u32, u32); 3] = [(0, 1); 3];
+        let mut cuts: Vec<[(u32, u32); 3]> = Vec::with_capacity(reqs.len());
         for r in reqs {
-            for (s, &(size, align)) in sum.iter_mut().zip(r) {
-                let a = (align / page).max(1);
-                s.0 = s.0.next_multiple_of(a) + size.div_ceil(page);
-                s.1 = s.1.max(a);
+            let mut cut = [(0, 0); 3];
+            for ((s, c), &(size, align)) in sum.iter_mut().zip(&mut cut).zip(r) {
+                if size == 0 {
+                    continue;
+                }
+                let pages = size.div_ceil(page) as u64;
+                let (Ok(a), Ok(count)) =
+                    (u32::try_from((align / page).max(1)), u32::try_from(pages))
+                else {
+                    return Err(too_large(Some(pages)));
+                };
+                let start = s.0.checked_next_multiple_of(a);
+                let end = start.and_then(|start| start.checked_add(count));
+                let (Some(start), Some(end)) = (start, end.filter(|&end| end <= max_pages)) else {
+                    return Err(too_large(end.map(u64::from)));
+                };
+                *c = (start, count);
+                *s = (end, s.1.max(a));
             }
+            cuts.push(cut);
         }
+        let all: u64 = sum.iter().map(|&(pages, _)| u64::from(pages)).sum();
+        if all > u64::from(max_pages) {
+            return Err(too_large(Some(all)));
+        }
+        let sum = sum.map(|(pages, align)| (pages as usize, align as usize));
+        // In range: at most `limit`, which is at most a `usize`.
         let as_bytes = sum.map(|(pages, align)| (pages * page, align * page));
         let mut chosen = None;
         for index in (0..state.chunks.len()).rev() {
@@ -797,20 +867,25 @@ impl Shared {
             size: 0,
         })?;
         // Cut each class's run in module order; alignment padding goes to the module
-        // before it, so every page has an owner.
-        let mut cursor = runs.map(|r| r.map_or(0, |r| r.start));
+        // before it, so every page has an owner. (`run_start + start + count` stays in the
+        // region: the run is `sum` pages long.)
+        let run_starts = runs.map(|r| r.map_or(0, |r| r.start));
         let mut out: Vec<[Placed; 3]> = Vec::with_capacity(reqs.len());
-        for r in reqs {
+        let mut cursor = [0u32; 3];
+        for (r, cut) in reqs.iter().zip(&cuts) {
             let mut segments = [EMPTY; 3];
-            for (k, (&(size, align), seg)) in r.iter().zip(&mut segments).enumerate() {
-                let (Some(region), Some(at)) = (chunk.regions.get(k), cursor.get_mut(k)) else {
+            for (k, (&(size, _), seg)) in r.iter().zip(&mut segments).enumerate() {
+                let (Some(region), Some(at), Some(&(start, count)), Some(&run_start)) = (
+                    chunk.regions.get(k),
+                    cursor.get_mut(k),
+                    cut.get(k),
+                    run_starts.get(k),
+                ) else {
                     continue;
                 };
                 if size == 0 {
                     continue;
                 }
-                let a = (align / page).max(1) as u32;
-                let start = at.next_multiple_of(a);
                 if start > *at {
                     if let Some(prev) = out.iter_mut().rev().find_map(|p| match p.get_mut(k) {
                         Some(p) if p.size != 0 => Some(p),
@@ -822,12 +897,11 @@ impl Shared {
                         }
                     }
                 }
-                let count = size.div_ceil(page) as u32;
                 *seg = pages_placed(
                     region,
                     page,
                     Run {
-                        start,
+                        start: run_start + start,
                         count,
                         source: pages::Source::Fresh,
                     },
@@ -1226,10 +1300,11 @@ fn take_runs(chunk: &mut Chunk, page: usize, sum: &[Request; 3]) -> Option<[Opti
         if pages == 0 {
             continue;
         }
-        let fits = chunk
-            .regions
-            .get(k)
-            .is_some_and(|r| r.target.is_multiple_of(align * page));
+        let fits = chunk.regions.get(k).is_some_and(|r| {
+            align
+                .checked_mul(page)
+                .is_some_and(|a| r.target.is_multiple_of(a))
+        });
         let run = if fits {
             let count = u32::try_from(pages).ok();
             let align = u32::try_from(align).ok();
