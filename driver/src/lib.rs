@@ -16,7 +16,8 @@
 //!
 //! The pieces, one job each:
 //! - compiling: [`clang`] (finding and running clang, bounded, on pipes), [`flags`] (what
-//!   to compile for and the clang arguments that follow), [`cache`] (a content-addressed
+//!   to compile for and the clang arguments that follow), [`memory_limit`] (how much memory a
+//!   compiler process may take), [`cache`] (a content-addressed
 //!   object cache in memory and on disk), [`batch`] (many kernels in one translation
 //!   unit), [`parallel`] (one clang per core);
 //! - loading and calling: [`module`] (the loaded image), [`symbol`] (typed symbols that
@@ -46,6 +47,7 @@ pub mod error;
 pub mod fallback;
 pub mod ffi;
 pub mod flags;
+pub mod memory_limit;
 pub mod module;
 pub mod native;
 pub mod notes;
