@@ -357,3 +357,46 @@ fn a_detached_emulated_process_does_not_outlive_the_cli() {
         "left behind: {left:?} (the detached child was {child})"
     );
 }
+
+/// Issue 26: ELFJIT_COMPILE_MEMORY that is not a size is an error naming it, before
+/// clang runs; a limit clang passes is an error naming the limit.
+#[test]
+fn the_compiler_memory_limit_is_set_by_the_environment() {
+    let s = Scratch::new("compile-memory");
+    let src = s.write("add.c", ADD);
+    let args = ["--arg", "i32:40", "--arg", "i32:2", "--ret", "i32"];
+    let o = run(bin()
+        .arg("run")
+        .arg(&src)
+        .args(args)
+        .env("ELFJIT_COMPILE_MEMORY", "lots"));
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("bad ELFJIT_COMPILE_MEMORY `lots`: expected a size"),
+        "{}",
+        stderr(&o)
+    );
+    for ok in ["512M", "0", ""] {
+        let o = run(bin()
+            .arg("run")
+            .arg(&src)
+            .args(args)
+            .env("ELFJIT_COMPILE_MEMORY", ok));
+        assert!(o.status.success(), "{ok}: {}", stderr(&o));
+    }
+    let huge = s.write(
+        "huge.c",
+        "asm(\".fill 268435456\");\nint f(void) { return 1; }\n",
+    );
+    let o = run(bin()
+        .arg("run")
+        .arg(&huge)
+        .args(["--ret", "i32"])
+        .env("ELFJIT_COMPILE_MEMORY", "128M"));
+    assert!(
+        stderr(&o)
+            .contains("exceeded the compiler memory limit of 128 MiB (ELFJIT_COMPILE_MEMORY)"),
+        "{}",
+        stderr(&o)
+    );
+}
