@@ -237,14 +237,19 @@ fn failed_spawns_are_errors_not_panics() {
 }
 
 /// Children run in their own process groups, which the terminal's Ctrl-C does not reach:
-/// the CLI kills them itself when it is interrupted, then dies of the signal.
+/// the CLI kills them itself when it is interrupted (and everything else descending from
+/// it, such as a process that left its group with setsid), then dies of the signal.
 #[test]
 fn an_interrupted_cli_takes_its_children_down() {
     let s = Scratch::new("interrupt");
     let pids = s.join("pids");
+    // A child in the group, and one that left it (setsid): both go down with elfjit.
     let qemu = s.script(
         "qemu",
-        &format!("sleep 60 & echo \"$$ $!\" > {}; wait", pids.display()),
+        &format!(
+            "setsid sleep 60 & detached=$!; sleep 60 & echo \"$$ $! $detached\" > {}; wait",
+            pids.display()
+        ),
     );
     let src = s.write("add.c", ADD);
     // The runner first (built or loaded), so the child below is the emulated call.
