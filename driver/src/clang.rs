@@ -10,7 +10,7 @@ use crate::child::{self, deadline_after, Failure, Finished, SideArgs, Spec, Stre
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 pub use crate::flags::{CompileOptions, Lang};
-use crate::memory_limit::{compile_memory_from_env, DEFAULT_COMPILE_MEMORY};
+use crate::memory_limit::{compile_memory_from_env, says_out_of_memory, DEFAULT_COMPILE_MEMORY};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -309,11 +309,13 @@ impl Compiler {
         spec.memory_limit = self.memory_limit;
         let finished = child::run(&spec).map_err(|f| self.failure(f, what))?;
         match self.memory_limit {
-            Some(limit) if ran_out_of_memory(&finished) => Err(Error::ClangMemoryLimit {
-                clang: self.path.clone(),
-                limit,
-                stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
-            }),
+            Some(limit) if !finished.status.success() && says_out_of_memory(&finished.stderr) => {
+                Err(Error::ClangMemoryLimit {
+                    clang: self.path.clone(),
+                    limit,
+                    stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
+                })
+            }
             _ => Ok(finished),
         }
     }
@@ -365,24 +367,6 @@ impl Compiler {
             },
         }
     }
-}
-
-/// Whether a clang run failed because an allocation failed: LLVM's out-of-memory
-/// handler reports `LLVM ERROR: out of memory` / `Allocation failed` (then clang's
-/// driver exits with 1, or the process dies of `SIGABRT`), the C++ runtime
-/// `std::bad_alloc`.
-fn ran_out_of_memory(run: &Finished) -> bool {
-    if run.status.success() {
-        return false;
-    }
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    [
-        "LLVM ERROR: out of memory",
-        "Allocation failed",
-        "std::bad_alloc",
-    ]
-    .iter()
-    .any(|marker| stderr.contains(marker))
 }
 
 /// The files a make-style dependency rule (`-MD -MF`, target `x`) names, in order,
