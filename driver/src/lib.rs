@@ -16,7 +16,8 @@
 //!
 //! The pieces, one job each:
 //! - compiling: [`clang`] (finding and running clang, bounded, on pipes), [`flags`] (what
-//!   to compile for and the clang arguments that follow), [`cache`] (a content-addressed
+//!   to compile for and the clang arguments that follow), [`memory_limit`] (how much memory a
+//!   compiler process may take), [`cache`] (a content-addressed
 //!   object cache in memory and on disk), [`batch`] (many kernels in one translation
 //!   unit), [`parallel`] (one clang per core);
 //! - loading and calling: [`module`] (the loaded image), [`symbol`] (typed symbols that
@@ -28,7 +29,8 @@
 //! - seeing them run: [`observe`] (perf's symbol files, the GDB JIT interface and unwind
 //!   registration, the `elfjit-observe` crate), told about every module [`Module::load`]
 //!   links in memory;
-//! - the ground under them: [`child`] (the one way a child process is run), [`bounded`]
+//! - the ground under them: [`child`] (the one way a child process is run), [`orphans`]
+//!   (what children leave behind, for programs), [`bounded`]
 //!   (capped reads), [`private_dir`] (directories only this user can write), [`notes`]
 //!   (one line on stderr per reason), [`error`].
 //!
@@ -46,8 +48,10 @@ pub mod error;
 pub mod fallback;
 pub mod ffi;
 pub mod flags;
+pub mod memory_limit;
 pub mod module;
 pub mod native;
+pub mod orphans;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
 /// One line on stderr per reason per process (owned by `elfjit-observe`, which says
