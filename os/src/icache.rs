@@ -1,6 +1,8 @@
 //! Instruction-cache maintenance after writing code. x86_64 keeps instruction fetch
 //! coherent with stores; aarch64, riscv64 and ppc64le need `__clear_cache` (libgcc /
-//! compiler-rt, linked into every Rust program); loongarch64 needs `ibar 0`.
+//! compiler-rt, linked into every Rust program); loongarch64 needs `ibar 0`. Windows and
+//! macOS have their own call, in their `arena::sys` file (`FlushInstructionCache`,
+//! `sys_icache_invalidate`).
 
 /// Makes instructions written to `[start, end)` visible to instruction fetch in this
 /// process. Nothing to do on x86_64 (instruction fetch is coherent with stores).
@@ -16,10 +18,19 @@ pub unsafe fn flush(start: usize, end: usize) {
     flush_impl(start, end);
 }
 
-#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+#[cfg(any(windows, target_os = "macos"))]
+fn flush_impl(start: usize, end: usize) {
+    // SAFETY: `flush`'s caller guarantees the range is mapped memory of this process.
+    unsafe { crate::arena::sys::flush_icache(start, end) };
+}
+
+#[cfg(all(
+    not(any(windows, target_os = "macos")),
+    any(target_arch = "x86_64", target_arch = "x86")
+))]
 fn flush_impl(_start: usize, _end: usize) {}
 
-#[cfg(target_arch = "loongarch64")]
+#[cfg(all(not(any(windows, target_os = "macos")), target_arch = "loongarch64"))]
 fn flush_impl(_start: usize, _end: usize) {
     // SAFETY: `ibar 0` only orders instruction fetch after prior stores; it touches no
     // memory and no registers.
@@ -27,6 +38,8 @@ fn flush_impl(_start: usize, _end: usize) {
 }
 
 #[cfg(not(any(
+    windows,
+    target_os = "macos",
     target_arch = "x86_64",
     target_arch = "x86",
     target_arch = "loongarch64"
@@ -40,7 +53,7 @@ fn flush_impl(start: usize, end: usize) {
     unsafe { __clear_cache(start as *mut _, end as *mut _) };
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};

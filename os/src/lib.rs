@@ -8,9 +8,11 @@ pub mod arena;
 pub mod builtins;
 pub mod icache;
 pub mod mmap;
+pub mod platform;
 pub mod prefault;
 pub mod resolve;
 
 pub use arena::{Arena, ArenaBackend, ArenaConfig, ArenaError, ArenaStats, Mode, Resource};
 pub use mmap::MmapBackend;
+pub use platform::Platform;
 pub use resolve::ProcessResolver;

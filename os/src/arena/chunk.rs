@@ -25,10 +25,10 @@
 use super::error::{classify, ArenaError};
 use super::pages::{PageRuns, Run};
 use super::slab::Slabs;
-use super::sys::{self, Prot};
+use super::sys::{self, SharedMemory};
+use super::sys_api::{Advice, Prot};
 use super::Mode;
 use elfjit_core::SegmentKind;
-use std::os::fd::OwnedFd;
 
 /// Region starts are aligned at least this much (segments aligned more force a chunk of
 /// their own alignment).
@@ -59,7 +59,7 @@ pub(crate) struct Chunk {
     pub regions: [Region; 3],
     /// Allocations (live or being loaded) with pieces here.
     pub users: u64,
-    _memfd: Option<OwnedFd>,
+    _memfd: Option<SharedMemory>,
 }
 
 /// The protection a class's published pages end at, and (page-granular) its free pages
@@ -73,44 +73,16 @@ pub(crate) fn final_prot(kind: SegmentKind) -> Prot {
 }
 
 /// Reserves `len` bytes aligned to `align` (a power of two, at least a page).
-///
-/// First exactly `len`: Linux 6.7 and later place an anonymous mapping whose length is a
-/// multiple of the huge-page size on a huge-page boundary, which is the 2 MiB alignment
-/// chunks ask for on x86_64 and 4 KiB-page aarch64, so the reservation needs no trimming
-/// (a system call less on a first load). Otherwise `len + align`, trimmed.
 fn reserve_aligned(len: usize, align: usize) -> Result<usize, ArenaError> {
-    let exact = sys::reserve(len).map_err(|e| classify("reserve address space", len as u64, e))?;
-    if exact.is_multiple_of(align) {
-        return Ok(exact);
-    }
-    // SAFETY: the reservation just made, which nothing uses.
-    unsafe { sys::unmap(exact, len) };
-    let total = len.checked_add(align).ok_or(ArenaError::BadRequest {
-        what: "chunk size overflows",
-        size: len as u64,
-    })?;
-    let raw =
-        sys::reserve(total).map_err(|e| classify("reserve address space", total as u64, e))?;
-    let start = raw.next_multiple_of(align);
-    let head = start - raw;
-    let tail = total - head - len;
-    // SAFETY: both trimmed ranges lie in the reservation just made, which nothing uses.
-    unsafe {
-        if head != 0 {
-            sys::unmap(raw, head);
-        }
-        if tail != 0 {
-            sys::unmap(start + len, tail);
-        }
-    }
-    Ok(start)
+    sys::reserve_aligned(len, align)
+        .map_err(|(size, e)| classify("reserve address space", size as u64, e))
 }
 
 /// Best effort: a huge page would commit 2 MiB for one small module's data.
 fn no_huge_pages(base: usize, len: usize) {
     // SAFETY: advice on a reservation of our own (the caller's chunk); it changes no
     // contents.
-    let _ = unsafe { sys::advise(base, len, libc::MADV_NOHUGEPAGE) };
+    let _ = unsafe { sys::advise(base, len, Advice::NoHugePages) };
 }
 
 impl Chunk {
@@ -162,6 +134,7 @@ impl Chunk {
                 }
             }
             Mode::Packed => {
+                sys::check_packed()?;
                 let shared = code + ro;
                 let fd = sys::memfd(shared)
                     .map_err(|(step, errno)| ArenaError::PackedUnavailable { step, errno })?;
@@ -172,7 +145,7 @@ impl Chunk {
                 unsafe {
                     sys::map_file_at(base, shared, Prot::ReadWrite, &fd, 0)
                         .map_err(unavailable("mmap of the writable view"))?;
-                    sys::advise(base, shared, libc::MADV_DONTFORK)
+                    sys::advise(base, shared, Advice::DontFork)
                         .map_err(unavailable("madvise(MADV_DONTFORK) of the writable view"))?;
                     sys::map_file_at(exec, code, Prot::ReadExecute, &fd, 0)
                         .map_err(unavailable("mmap of the executable view"))?;
@@ -228,17 +201,11 @@ impl Region {
     pub unsafe fn release(&self, run: Run, page: usize) {
         let addr = self.writer + run.start as usize * page;
         let len = run.count as usize * page;
-        let advice = if self.shared {
-            libc::MADV_REMOVE
-        } else {
-            libc::MADV_DONTNEED
-        };
-        sys::note_release(self.shared);
         // SAFETY: the caller guarantees the run is ours and unused. Released pages are
         // handed out as reading zero, so if the advice fails where the pages can be
         // written (writer view, data), zero them instead; it cannot fail on a range we
         // mapped short of a kernel bug.
-        if unsafe { sys::advise(addr, len, advice) }.is_err()
+        if unsafe { sys::release(addr, len, self.shared, self.rest) }.is_err()
             && (self.shared || self.rest == Prot::ReadWrite)
         {
             // SAFETY: as above; the pages are writable at `writer`.
