@@ -52,6 +52,11 @@ pub mod notes;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
 pub mod parallel;
+// The driver's per-OS pieces, one file per OS (each opens with what its OS gives and lacks).
+#[cfg_attr(target_os = "linux", path = "platform_linux.rs")]
+#[cfg_attr(target_os = "macos", path = "platform_macos.rs")]
+#[cfg_attr(target_os = "freebsd", path = "platform_freebsd.rs")]
+mod platform;
 pub mod private_dir;
 pub mod run;
 pub mod symbol;
