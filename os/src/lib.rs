@@ -7,6 +7,8 @@
 pub mod arena;
 pub mod builtins;
 pub mod icache;
+#[cfg(target_os = "linux")]
+mod icache_linux;
 pub mod mmap;
 pub mod platform;
 pub mod prefault;

@@ -175,6 +175,8 @@ impl MemoryBackend for MmapBackend {
                 // SAFETY: `[start, start + size)` is this image's code, written above and
                 // now read/execute; nothing else is writing it.
                 unsafe { icache::flush(start as usize, start as usize + size) };
+                // The address may have held another image's code that other threads ran.
+                icache::sync_all_threads();
             }
         }
         Ok(())

@@ -922,9 +922,14 @@ impl Shared {
         coalesce(&mut code);
         // Stores through the writer view must be visible before the code runs elsewhere.
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        let published_code = !code.is_empty();
         for (start, len) in code {
             // SAFETY: the range is code these allocations hold, mapped for their lifetime.
             unsafe { crate::icache::flush(start, start + len) };
+        }
+        if published_code {
+            // The range may have held another module's code that other threads ran.
+            crate::icache::sync_all_threads();
         }
         Ok(())
     }
