@@ -8,10 +8,11 @@
 /// How code published by one thread is made safe for the others to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrossThreadSync {
-    /// Nothing beyond the flush is needed: coherent instruction fetch or a flush that
-    /// reaches every core (x86_64, riscv64 and ppc64le Linux, loongarch64; Windows, whose
-    /// `FlushInstructionCache` covers every processor). On macOS this OS layer does
-    /// nothing more either (its code has not run on a Mac).
+    /// Nothing is done beyond the flush: x86_64 (coherent instruction fetch), riscv64
+    /// Linux (the flush reaches every hart), Windows (`FlushInstructionCache` covers every
+    /// processor). On ppc64le and macOS nothing more is done either, without that
+    /// guarantee: another thread is safe once it has taken an exception return after the
+    /// publish (docs/os-support.md).
     NotNeeded,
     /// aarch64 Linux: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)` after each
     /// publish (registered once).

@@ -15,8 +15,8 @@
 //! - riscv64: `fence.i` orders only the calling hart; `riscv_flush_icache(start, end, 0)`
 //!   (flags 0: every hart of the process) is what `flush` calls there.
 //!
-//! Everything else (x86_64's coherent fetch, ppc64le's `icbi` broadcast + `isync`,
-//! loongarch64's `ibar`) needs nothing more here.
+//! x86_64 needs nothing more (coherent fetch); ppc64le is not handled beyond the flush
+//! (docs/os-support.md).
 
 use crate::icache::CrossThreadSync;
 use std::sync::OnceLock;
