@@ -89,24 +89,5 @@ pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
     Ok(fd)
 }
 
-/// FreeBSD has no `vm.max_map_count`.
-pub(crate) fn max_map_count() -> Option<u64> {
-    None
-}
-
-/// Not counted (no `/proc/self/maps`).
-pub(crate) fn map_count() -> Option<u64> {
-    None
-}
-
 pub(crate) use super::sys_posix::fork_generation;
-
-/// Released private pages are fresh mappings and read as zero; released memfd pages are
-/// zeroed by the arena (`release` refuses them). Either way free pages read as zero.
-pub(crate) fn free_pages_read_zero(_shared: bool) -> bool {
-    true
-}
-
-/// Probes made so far: none on FreeBSD (nothing to probe).
-#[cfg(test)]
-pub(crate) static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub(crate) use super::sys_posix::without_proc::*;

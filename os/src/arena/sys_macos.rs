@@ -93,24 +93,7 @@ pub(crate) unsafe fn map_file_at(
     Err(libc::ENOSYS)
 }
 
-/// macOS has no `vm.max_map_count`.
-pub(crate) fn max_map_count() -> Option<u64> {
-    None
-}
-
-/// Not counted (no `/proc/self/maps`).
-pub(crate) fn map_count() -> Option<u64> {
-    None
-}
-
-/// Released pages are fresh mappings: free pages always read as zero.
-pub(crate) fn free_pages_read_zero(_shared: bool) -> bool {
-    true
-}
-
-/// Probes made so far: none on macOS (nothing to probe).
-#[cfg(test)]
-pub(crate) static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub(crate) use super::sys_posix::without_proc::*;
 
 /// Makes instructions written to `[start, end)` visible to instruction fetch:
 /// `sys_icache_invalidate` (libSystem), which also covers Apple's x86_64 (a no-op there).

@@ -59,10 +59,21 @@ pub(crate) fn reserve_aligned(
     unsafe { unmap(exact, len) };
     let total = len.checked_add(align).ok_or((len, libc::ENOMEM))?;
     let raw = reserve(total).map_err(|e| (total, e))?;
+    // SAFETY: the reservation just made, which nothing uses.
+    Ok(unsafe { trim_to_aligned(raw, total, len, align) })
+}
+
+/// Unmaps what lies before and after the first `align`-aligned `len` bytes of the mapping
+/// `[raw, raw + total)` (`total >= len + align - page`), and returns their start.
+///
+/// # Safety
+/// The mapping is the caller's, just made, and nothing uses it; `align` and `len` are
+/// page multiples.
+unsafe fn trim_to_aligned(raw: usize, total: usize, len: usize, align: usize) -> usize {
     let start = raw.next_multiple_of(align);
     let head = start - raw;
     let tail = total - head - len;
-    // SAFETY: both trimmed ranges lie in the reservation just made, which nothing uses.
+    // SAFETY: both ranges lie inside the mapping, page-aligned (see the contract).
     unsafe {
         if head != 0 {
             unmap(raw, head);
@@ -71,7 +82,7 @@ pub(crate) fn reserve_aligned(
             unmap(start + len, tail);
         }
     }
-    Ok(start)
+    start
 }
 
 /// Maps `len` bytes of `fd` from `offset`, shared, at `addr` with protection `prot`.
@@ -250,19 +261,33 @@ pub(crate) fn map_private_aligned(len: usize, align: usize) -> Result<usize, (us
     if raw == libc::MAP_FAILED {
         return Err((total, errno()));
     }
-    let raw = raw as usize;
-    let start = raw.next_multiple_of(align);
-    let head = start - raw;
-    let tail = slack - head;
-    // SAFETY: both ranges lie inside the mapping just created, which nothing else uses;
-    // they are page-aligned (mmap returns pages, `align` and `len` are page multiples).
-    unsafe {
-        if head != 0 {
-            unmap(raw, head);
-        }
-        if tail != 0 {
-            unmap(start + len, tail);
-        }
+    // SAFETY: the mapping just created, which nothing else uses; `align` and `len` are
+    // page multiples (the caller's layout).
+    Ok(unsafe { trim_to_aligned(raw as usize, total, len, align) })
+}
+
+/// What an OS without `/proc` or release probes (macOS, FreeBSD) says about its limits and
+/// released pages.
+#[cfg(not(target_os = "linux"))]
+pub(crate) mod without_proc {
+    /// No `vm.max_map_count`.
+    pub(crate) fn max_map_count() -> Option<u64> {
+        None
     }
-    Ok(start)
+
+    /// Not counted (no `/proc/self/maps`).
+    pub(crate) fn map_count() -> Option<u64> {
+        None
+    }
+
+    /// Released private pages are fresh mappings, released shared pages are zeroed by the
+    /// arena (`release` refuses them): free pages always read as zero.
+    pub(crate) fn free_pages_read_zero(_shared: bool) -> bool {
+        true
+    }
+
+    /// Probes made so far: none (nothing to probe).
+    #[cfg(test)]
+    pub(crate) static PROBES: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
 }
