@@ -251,6 +251,52 @@ mod on_windows {
     }
 
     #[test]
+    fn four_threads_load_call_and_unload_in_one_arena() {
+        // Small chunks and nothing retained: freed pages are decommitted and reused while
+        // other threads run their own modules.
+        let config = elfjit_os::ArenaConfig {
+            retain: 0,
+            class_bytes: 2 << 20,
+            ..elfjit_os::ArenaConfig::default()
+        };
+        let arena = Arena::with_config(config).expect("arena");
+        let objects: Vec<Vec<u8>> = OPTS
+            .iter()
+            .map(|opt| common::compile_for_windows(KERNELS, opt))
+            .collect();
+        std::thread::scope(|scope| {
+            for t in 0..4usize {
+                let (arena, objects) = (&arena, &objects);
+                scope.spawn(move || {
+                    for round in 0..25usize {
+                        let object = &objects[(t + round) % objects.len()];
+                        let plan = Plan::new(&[object], arena.page_size() as u64).expect("plan");
+                        let mut memory = arena.backend();
+                        let image = plan.link(&mut memory, &mut ProcessResolver).expect("link");
+                        // SAFETY: `add` and `lookup` of the image just linked, alive with
+                        // `memory`, with these signatures (Windows x64 = extern "C").
+                        unsafe {
+                            let add: extern "C" fn(i32, i32) -> i32 =
+                                std::mem::transmute(global(&image, "add"));
+                            let lookup: extern "C" fn(i32) -> i32 =
+                                std::mem::transmute(global(&image, "lookup"));
+                            assert_eq!(add(t as i32, round as i32), (t + round) as i32);
+                            assert_eq!(lookup(5), 9);
+                        }
+                    }
+                });
+            }
+        });
+        for (at, protect) in committed(&arena.regions()) {
+            assert!(
+                protect != PAGE_EXECUTE_READWRITE && protect != PAGE_EXECUTE_WRITECOPY,
+                "{at:#x} is writable and executable ({protect:#x})"
+            );
+        }
+        assert_eq!(arena.stats().modules, 0);
+    }
+
+    #[test]
     fn packed_mode_is_the_typed_unsupported_error() {
         match Arena::packed() {
             Err(ArenaError::Unsupported { platform, feature }) => {
