@@ -73,6 +73,8 @@ pub enum Command {
     /// describe how an object (.o, or .c/.ll compiled for ARCH) would be laid out and
     /// relocated
     Inspect(InspectArgs),
+    /// compile one kernel to an ELF object file (for `run FILE.o`, or another OS)
+    Compile(CompileArgs),
     /// the on-disk compile cache (`run --cache`) and the emulated runners beside it
     #[command(subcommand_required = true)]
     Cache {
@@ -93,7 +95,8 @@ pub enum Command {
 /// `elfjit run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// .c (C), .ll (LLVM IR), or '-' for stdin (then --lang is required); at most 64 MiB
+    /// .c (C), .ll (LLVM IR), .o (an ELF object, from `elfjit compile`), or '-' for stdin
+    /// (then --lang is required); at most 64 MiB
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// the source language (default: from FILE's extension)
@@ -111,9 +114,10 @@ pub struct RunArgs {
         long_help = "x86_64 | aarch64 | riscv64 | loongarch64 | ppc64le; default: the host.\n\
                      A foreign target is compiled for a generic CPU, linked on the host and\n\
                      run under qemu-user (qemu-ARCH) by elfjit's own runner (built with clang\n\
-                     and lld on first use, cached in $ELFJIT_CACHE_DIR or ~/.cache/elfjit)"
+                     and lld on first use, cached in $ELFJIT_CACHE_DIR or ~/.cache/elfjit).\n\
+                     ARCH-OS (OS: linux, windows, macos, freebsd) must name this host's OS"
     )]
-    pub target: Option<Arch>,
+    pub target: Option<Target>,
     /// run through that runner even for the host (also: ELFJIT_EMULATE=1)
     #[arg(long)]
     pub emulate: bool,
@@ -158,10 +162,51 @@ pub struct InspectArgs {
     /// .c or .ll (compiled for ARCH first) or an ELF object
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// the architecture (default: the host)
+    /// the architecture, or ARCH-OS (default: the host)
     #[arg(long, value_name = "ARCH", value_parser = target)]
-    pub target: Option<Arch>,
+    pub target: Option<Target>,
 }
+
+/// `elfjit compile`.
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// .c (C), .ll (LLVM IR), or '-' for stdin (then --lang is required); at most 64 MiB
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// where to write the ELF object
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    /// the source language (default: from FILE's extension)
+    #[arg(long, value_name = "c|ir", value_parser = lang)]
+    pub lang: Option<Lang>,
+    /// ARCH or ARCH-OS, e.g. x86_64-windows, aarch64-macos (default: the host)
+    #[arg(
+        long,
+        value_name = "TARGET",
+        value_parser = target,
+        long_help = "ARCH (x86_64, aarch64, riscv64, loongarch64, ppc64le: for this host's OS)\n\
+                     or ARCH-OS with OS one of linux, windows, macos, freebsd; the flags follow\n\
+                     the OS (x86_64-windows: the Windows x64 calling convention; aarch64 on\n\
+                     macos and windows: -ffixed-x18). The host's CPU is targeted only for\n\
+                     the host itself; otherwise a generic CPU of ARCH"
+    )]
+    pub target: Option<Target>,
+    /// clang optimisation level, 0 to 3 (default 2; also -O0 .. -O3)
+    #[arg(short = 'O', long = "opt-level", value_name = "N", value_parser = opt_level)]
+    pub opt_level: Option<u8>,
+}
+
+/// A `--target`: an architecture and, if named, the OS the kernel is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The architecture.
+    pub arch: Arch,
+    /// The OS as `std::env::consts::OS` spells it; `None`: this host's.
+    pub os: Option<&'static str>,
+}
+
+/// The operating systems a `--target` may name.
+const TARGET_OSES: [&str; 4] = ["linux", "windows", "macos", "freebsd"];
 
 /// `elfjit cache ...`.
 #[derive(Debug, Subcommand)]
@@ -187,13 +232,23 @@ fn lang(name: &str) -> Result<Lang, String> {
     Lang::from_name(name).ok_or_else(|| format!("unknown --lang `{name}` (expected c or ir)"))
 }
 
-fn target(name: &str) -> Result<Arch, String> {
-    Arch::from_name(name).ok_or_else(|| {
+fn target(name: &str) -> Result<Target, String> {
+    let unknown = || {
         format!(
             "unknown --target `{name}` (expected x86_64, aarch64, riscv64, loongarch64 or \
-             ppc64le)"
+             ppc64le, optionally followed by -linux, -windows, -macos or -freebsd)"
         )
-    })
+    };
+    if let Some(arch) = Arch::from_name(name) {
+        return Ok(Target { arch, os: None });
+    }
+    let (arch, os) = name.rsplit_once('-').ok_or_else(unknown)?;
+    let arch = Arch::from_name(arch).ok_or_else(unknown)?;
+    let os = TARGET_OSES
+        .into_iter()
+        .find(|&o| o == os)
+        .ok_or_else(unknown)?;
+    Ok(Target { arch, os: Some(os) })
 }
 
 fn ret(name: &str) -> Result<RetType, String> {

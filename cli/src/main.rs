@@ -20,9 +20,10 @@ mod json;
 mod text;
 
 use clap::{CommandFactory, Parser};
-use cli::{CacheCommand, Cli, Command, InspectArgs, RunArgs};
+use cli::{CacheCommand, Cli, Command, CompileArgs, InspectArgs, RunArgs, Target};
 use elfjit::bounded::{self, describe_size};
 use elfjit::cache::{self, Cache};
+use elfjit::flags::HostInfo;
 use elfjit::run::{run_on, RunRequest};
 use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, Native, RetType};
 use elfjit_emulate::{executor_for, runner};
@@ -127,6 +128,7 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
             None => cmd_demo(),
         },
         Some(Command::Inspect(args)) => cmd_inspect(args),
+        Some(Command::Compile(args)) => cmd_compile(args),
         Some(Command::Cache { command }) => cmd_cache(command),
         Some(Command::Completions { shell }) => write_out(|w| {
             clap_complete::generate(shell, &mut Cli::command(), "elfjit", w);
@@ -202,31 +204,87 @@ fn read_input(file: &Path) -> Result<Vec<u8>, Failure> {
     }
 }
 
-fn cmd_run(args: RunArgs) -> Result<(), Failure> {
-    let file = one_file("run", args.files, ".c, .ll, or - for stdin")?;
-    let lang = match args.lang {
-        Some(l) => l,
+/// The architecture of `target` (default: the host's) and the description of the machine
+/// its kernel runs on: this one, or for `ARCH-OS` naming another OS, that OS with a
+/// generic CPU.
+fn target_host(target: Option<Target>) -> Result<(Arch, HostInfo), Failure> {
+    let host = HostInfo::current();
+    match target {
+        None => Ok((host_arch()?, host)),
+        Some(Target { arch, os: None }) => Ok((arch, host)),
+        Some(Target { arch, os: Some(os) }) if os == host.os => Ok((arch, host)),
+        Some(Target { arch, os: Some(os) }) => Ok((arch, HostInfo { arch: None, os })),
+    }
+}
+
+/// The language of FILE: `--lang`, else its extension.
+fn file_lang(file: &Path, lang: Option<Lang>) -> Result<Lang, Failure> {
+    match lang {
+        Some(l) => Ok(l),
         None if file.as_os_str() == "-" => {
-            return Err(usage("reading from stdin (-) needs --lang c or --lang ir"))
+            Err(usage("reading from stdin (-) needs --lang c or --lang ir"))
         }
-        None => Lang::from_path(&file).ok_or_else(|| {
+        None => Lang::from_path(file).ok_or_else(|| {
             usage(format!(
                 "cannot tell the language of `{}` from its extension; use --lang c or --lang ir",
                 file.display()
             ))
-        })?,
+        }),
+    }
+}
+
+fn cmd_compile(args: CompileArgs) -> Result<(), Failure> {
+    let file = one_file("compile", args.files, ".c, .ll, or - for stdin")?;
+    let lang = file_lang(&file, args.lang)?;
+    let (arch, host) = target_host(args.target)?;
+    let source = read_input(&file)?;
+    let mut opts = CompileOptions::new(lang, arch);
+    opts.opt_level = args.opt_level.unwrap_or(2);
+    let object = Compiler::find()?.compile_for_host(&source, &opts, host)?;
+    std::fs::write(&args.output, &object).map_err(|e| {
+        Failure::Run(Error::Io {
+            context: format!("cannot write `{}`", args.output.display()),
+            source: e,
+        })
+    })
+}
+
+/// Whether FILE is a precompiled ELF object (`.o`).
+fn is_object(file: &Path) -> bool {
+    file.extension().is_some_and(|e| e == "o")
+}
+
+fn cmd_run(args: RunArgs) -> Result<(), Failure> {
+    let file = one_file("run", args.files, ".c, .ll, .o, or - for stdin")?;
+    if let Some(Target { os: Some(os), .. }) = args.target {
+        if os != std::env::consts::OS {
+            return Err(usage(format!(
+                "run executes on this host ({}), not {os}: use `elfjit compile --target \
+                 ARCH-{os}` and run the object there",
+                std::env::consts::OS
+            )));
+        }
+    }
+    let object = is_object(&file) && args.lang.is_none();
+    // A precompiled object has no source language (the request's is unused).
+    let lang = if object {
+        Lang::C
+    } else {
+        file_lang(&file, args.lang)?
     };
     let target = match args.target {
-        Some(t) => t,
+        Some(t) => t.arch,
         None => host_arch()?,
     };
     let mut source = read_input(&file)?;
-    if args.debug && lang == Lang::C && file.as_os_str() != "-" {
+    let object = object.then(|| std::mem::take(&mut source));
+    if args.debug && lang == Lang::C && file.as_os_str() != "-" && object.is_none() {
         // clang reads the source from a pipe: name the file for the debug information.
         source = elfjit::clang::with_file_name(&source, &file);
     }
 
     let mut req = RunRequest::new(source, lang);
+    req.object = object;
     req.entry = args.entry;
     req.target = target;
     req.ret = args.ret.unwrap_or(RetType::Void);
@@ -323,13 +381,12 @@ fn cmd_demo() -> Result<(), Failure> {
 
 fn cmd_inspect(args: InspectArgs) -> Result<(), Failure> {
     let file = one_file("inspect", args.files, ".c, .ll or .o")?;
-    let target = match args.target {
-        Some(t) => t,
-        None => host_arch()?,
-    };
+    let (target, host) = target_host(args.target)?;
     let bytes = read_input(&file)?;
     let object = match Lang::from_path(&file) {
-        Some(lang) => Compiler::find()?.compile(&bytes, &CompileOptions::new(lang, target))?,
+        Some(lang) => {
+            Compiler::find()?.compile_for_host(&bytes, &CompileOptions::new(lang, target), host)?
+        }
         None => bytes,
     };
     let report = inspect::report(&object, target)?;

@@ -380,8 +380,7 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
     let mut side_write: Option<OwnedFd> = None;
     let mut side_reader = Reader::new(None, 0, Stream::Side);
     if let Some((limit, args)) = spec.side_channel {
-        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| Failure::Spawn(e.into()))?;
+        let (read, write) = crate::platform::pipe_cloexec().map_err(Failure::Spawn)?;
         let path = PathBuf::from(format!(
             "/proc/{}/fd/{}",
             std::process::id(),
@@ -427,8 +426,8 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
     if let Some(fd) = &side_reader.fd {
         set_nonblocking(fd).map_err(Failure::Io)?;
     }
-    // Wakes poll when the child exits (Linux 5.3+); without it, poll in short slices.
-    let pidfd = rustix::process::pidfd_open(running.pid, rustix::process::PidfdFlags::empty()).ok();
+    // Wakes poll when the child exits (a pidfd, Linux 5.3+); without it, poll in short slices.
+    let pidfd = crate::platform::exit_notifier(running.pid);
     let slice = if pidfd.is_some() {
         None
     } else {

@@ -95,13 +95,22 @@ pub const IR_FLAGS: &[&str] = &[
     "-Wno-override-module",
 ];
 
-/// What the flags depend on about the machine elfjit runs on.
+/// What the flags depend on about the machine the kernel runs on (elfjit's own, unless a
+/// target names another OS: `elfjit compile --target x86_64-windows`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostInfo {
     /// The host architecture, if elfjit supports it (`None`: every target is foreign).
     pub arch: Option<Arch>,
     /// The host OS as `std::env::consts::OS` spells it (`linux`, `macos`, `windows`, ...).
     pub os: &'static str,
+}
+
+/// Whether kernels for `arch` on `os` use the Windows x64 calling convention: x86_64
+/// Windows, where they call the C runtime's DLLs (`expf` in ucrtbase) and the program calls
+/// them as `extern "C"`; clang emits that convention in an ELF object for the triple
+/// `x86_64-pc-windows-elf`. (aarch64 Windows uses AAPCS64, as the bare-metal triple does.)
+pub fn windows_x64_abi(arch: Arch, os: &str) -> bool {
+    arch == Arch::X86_64 && os == "windows"
 }
 
 impl HostInfo {
@@ -161,8 +170,17 @@ pub fn clang_args(opts: &CompileOptions, host: HostInfo) -> Vec<String> {
         Lang::Ir => IR_FLAGS,
     };
     args.extend(lang_flags.iter().map(|s| s.to_string()));
-    args.push(format!("--target={}", target_triple(opts.target)));
-    args.extend(COMMON_FLAGS.iter().map(|s| s.to_string()));
+    let windows_x64 = windows_x64_abi(opts.target, host.os);
+    if windows_x64 {
+        args.push("--target=x86_64-pc-windows-elf".to_string());
+    } else {
+        args.push(format!("--target={}", target_triple(opts.target)));
+    }
+    // Windows targets reject -fPIC; their code is RIP-relative anyway.
+    let common = COMMON_FLAGS
+        .iter()
+        .filter(|f| !(windows_x64 && **f == "-fPIC"));
+    args.extend(common.map(|s| s.to_string()));
     args.push(format!("-O{}", opts.opt_level.min(3)));
     let cpu = if host.arch == Some(opts.target) {
         native_cpu_flags(opts.target)
@@ -273,6 +291,22 @@ mod tests {
             &clang_args(&x86, host(Arch::X86_64, "macos")),
             "-ffixed-x18"
         ));
+    }
+
+    #[test]
+    fn x86_64_windows_kernels_use_the_windows_x64_convention() {
+        let opts = CompileOptions::new(Lang::C, Arch::X86_64);
+        let args = clang_args(&opts, host(Arch::X86_64, "windows"));
+        assert!(has(&args, "--target=x86_64-pc-windows-elf"), "{args:?}");
+        assert!(!has(&args, "-fPIC"), "{args:?}");
+        for os in ["linux", "macos", "freebsd"] {
+            let args = clang_args(&opts, host(Arch::X86_64, os));
+            assert!(has(&args, "--target=x86_64-none-unknown-elf"), "{args:?}");
+            assert!(has(&args, "-fPIC"), "{args:?}");
+        }
+        let arm = CompileOptions::new(Lang::C, Arch::Aarch64);
+        let args = clang_args(&arm, host(Arch::Aarch64, "windows"));
+        assert!(has(&args, "--target=aarch64-none-unknown-elf"), "{args:?}");
     }
 
     #[test]

@@ -58,6 +58,11 @@ pub use elfjit_observe as observe;
 /// its own notes too).
 pub use elfjit_observe::notes;
 pub mod parallel;
+// The driver's per-OS pieces, one file per OS (each opens with what its OS gives and lacks).
+#[cfg_attr(target_os = "linux", path = "platform_linux.rs")]
+#[cfg_attr(target_os = "macos", path = "platform_macos.rs")]
+#[cfg_attr(target_os = "freebsd", path = "platform_freebsd.rs")]
+mod platform;
 pub mod private_dir;
 pub mod run;
 pub mod symbol;

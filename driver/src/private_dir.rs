@@ -121,7 +121,14 @@ fn kind_name(t: FileType) -> &'static str {
 }
 
 /// The checks every directory and file share: owned by us, writable by nobody else.
-fn check_owner_and_mode(what: &str, path: &Path, uid: u32, mode: u32) -> Result<(), Refused> {
+fn check_owner_and_mode(
+    what: &str,
+    path: &Path,
+    uid: u32,
+    mode: impl Into<u32>,
+) -> Result<(), Refused> {
+    // `mode_t` is 32 bits on Linux and FreeBSD, 16 on macOS.
+    let mode: u32 = mode.into();
     let me = euid();
     if uid != me {
         return Err(Refused::Unsafe {
@@ -160,7 +167,7 @@ pub fn random_hex() -> std::io::Result<String> {
     let mut filled = 0;
     while filled < bytes.len() {
         let part = bytes.get_mut(filled..).unwrap_or_default();
-        filled += rustix::rand::getrandom(part, rustix::rand::GetRandomFlags::empty())?;
+        filled += crate::platform::fill_random(part)?;
     }
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -269,7 +276,10 @@ impl PrivateDir {
         let file = File::from(fd);
         // The checks that count are on what was opened.
         let meta = file.metadata().map_err(Refused::Io)?;
-        check_file_type(&path, FileType::from_raw_mode(meta.mode()))?;
+        check_file_type(
+            &path,
+            FileType::from_raw_mode(meta.mode() as rustix::fs::RawMode),
+        )?;
         check_owner_and_mode("the file", &path, meta.uid(), meta.mode())?;
         if meta.len() > limit {
             return Err(Refused::Unsafe {
@@ -316,14 +326,14 @@ impl PrivateDir {
                 &self.fd,
                 name.as_str(),
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::from_raw_mode(mode),
+                Mode::from_raw_mode(mode as rustix::fs::RawMode),
             ) {
                 Ok(fd) => fd,
                 Err(rustix::io::Errno::EXIST) => continue,
                 Err(e) => return Err(e.into()),
             };
             // The umask may have taken bits away; the mode is part of the contract.
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode as rustix::fs::RawMode))?;
             return Ok((name, File::from(fd)));
         }
     }

@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 pub struct RunRequest {
     /// C source or LLVM IR text.
     pub source: Vec<u8>,
+    /// A precompiled ELF object to load instead of compiling `source` (`elfjit run k.o`);
+    /// `source` and `lang` are then unused, and no cache is consulted.
+    pub object: Option<Vec<u8>>,
     /// The language of `source`.
     pub lang: Lang,
     /// The function to call; `None` means the object's only global function.
@@ -62,6 +65,7 @@ impl RunRequest {
     pub fn new(source: impl Into<Vec<u8>>, lang: Lang) -> Self {
         RunRequest {
             source: source.into(),
+            object: None,
             lang,
             entry: None,
             // On a host elfjit cannot run on, this is "foreign" and the executor says so.
@@ -172,7 +176,8 @@ pub fn select_entry(requested: Option<&str>, functions: &[String]) -> Result<Str
 /// Runs `req` on `executor`: checks the buffers against their cap and the request
 /// against the executor, compiles (from `cache` when given: native and emulated runs
 /// alike, the key includes the target and flags; a hit's `timings.compile` is the
-/// lookup), then executes. The status is `Some` exactly when a cache was given.
+/// lookup), then executes. The status is `Some` exactly when a cache was given and the
+/// request had no precompiled [`RunRequest::object`].
 ///
 /// # Safety
 /// As [`Executor::execute`]. A cached object is what an earlier compile of the same
@@ -188,12 +193,13 @@ pub unsafe fn run_on(
     let host = executor.prepare(req)?;
     let opts = req.compile_options();
     let t = Instant::now();
-    let (object, status) = match cache {
-        Some(c) => {
+    let (object, status) = match (&req.object, cache) {
+        (Some(object), _) => (object.clone(), None),
+        (None, Some(c)) => {
             let (o, s) = c.compile_for_host(compiler, &req.source, &opts, host)?;
             (o, Some(s))
         }
-        None => (compiler.compile_for_host(&req.source, &opts, host)?, None),
+        (None, None) => (compiler.compile_for_host(&req.source, &opts, host)?, None),
     };
     let compiled = Compiled {
         compiler,

@@ -49,9 +49,17 @@ fn timestamp() -> u64 {
         .wrapping_add(now.tv_nsec as u64)
 }
 
+#[cfg(target_os = "linux")]
 fn thread_id() -> u32 {
     // SAFETY: gettid takes no arguments and cannot fail.
     unsafe { libc::gettid() as u32 }
+}
+
+/// Outside Linux there is no perf to match records with its samples' thread ids: the
+/// process id stands in.
+#[cfg(not(target_os = "linux"))]
+fn thread_id() -> u32 {
+    std::process::id()
 }
 
 /// The open jitdump of this process.

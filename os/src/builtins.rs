@@ -3,27 +3,34 @@
 //! copies (the `compiler_builtins` crate) into every program; taking their addresses here
 //! makes them available to kernels even when `dlsym` cannot see them.
 
-macro_rules! builtin_table {
-    ($($name:ident),* $(,)?) => {
-        extern "C" {
-            $(fn $name();)*
-        }
-
-        /// `(name, address)` of every helper taken from the Rust runtime.
-        pub fn table() -> &'static [(&'static str, usize)] {
-            static TABLE: std::sync::OnceLock<Vec<(&'static str, usize)>> = std::sync::OnceLock::new();
-            TABLE.get_or_init(|| {
-                let mut t = vec![$((stringify!($name), $name as unsafe extern "C" fn() as usize)),*];
-                t.extend(extra());
-                t.sort_unstable_by_key(|&(name, _)| name);
-                t
-            })
+/// Declares the helpers `$name...` and a function `$list` returning their `(name,
+/// address)` pairs.
+macro_rules! builtin_list {
+    ($list:ident: $($name:ident),* $(,)?) => {
+        fn $list() -> Vec<(&'static str, usize)> {
+            extern "C" {
+                $(fn $name();)*
+            }
+            vec![$((stringify!($name), $name as unsafe extern "C" fn() as usize)),*]
         }
     };
 }
 
+/// `(name, address)` of every helper taken from the Rust runtime.
+pub fn table() -> &'static [(&'static str, usize)] {
+    static TABLE: std::sync::OnceLock<Vec<(&'static str, usize)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = helpers();
+        t.extend(gnu_aliases());
+        t.extend(extra());
+        t.sort_unstable_by_key(|&(name, _)| name);
+        t
+    })
+}
+
 // Only addresses are taken: the declared signatures are never called from Rust.
-builtin_table!(
+builtin_list!(
+    helpers:
     __udivti3,
     __divti3,
     __umodti3,
@@ -46,11 +53,20 @@ builtin_table!(
     __truncsfhf2,
     __truncdfhf2,
     __extendhfdf2,
-    __gnu_h2f_ieee,
-    __gnu_f2h_ieee,
     __powisf2,
     __powidf2,
 );
+
+// The GNU names of the half-precision conversions, which Rust's runtime defines for ELF
+// targets only.
+#[cfg(not(any(windows, target_vendor = "apple")))]
+builtin_list!(gnu_aliases: __gnu_h2f_ieee, __gnu_f2h_ieee);
+
+/// The GNU half-precision names: not in Rust's runtime on Windows and Apple targets.
+#[cfg(any(windows, target_vendor = "apple"))]
+fn gnu_aliases() -> Vec<(&'static str, usize)> {
+    Vec::new()
+}
 
 /// Helpers Rust's runtime lacks, written here.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]

@@ -1,9 +1,55 @@
-//! Instruction-cache maintenance after writing code. x86_64 keeps instruction fetch
+//! Instruction-cache maintenance after writing code, and (Linux, [`sync_all_threads`])
+//! making it safe for other threads to run. x86_64 keeps instruction fetch
 //! coherent with stores; aarch64, riscv64 and ppc64le need `__clear_cache` (libgcc /
-//! compiler-rt, linked into every Rust program); loongarch64 needs `ibar 0`.
+//! compiler-rt, linked into every Rust program); loongarch64 needs `ibar 0`. Windows and
+//! macOS have their own call, in their `arena::sys` file (`FlushInstructionCache`,
+//! `sys_icache_invalidate`).
+
+/// How code published by one thread is made safe for the others to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrossThreadSync {
+    /// Nothing is done beyond the flush: x86_64 (coherent instruction fetch), riscv64
+    /// Linux (the flush reaches every hart), Windows (`FlushInstructionCache` covers every
+    /// processor). On ppc64le and macOS nothing more is done either, without that
+    /// guarantee: another thread is safe once it has taken an exception return after the
+    /// publish (docs/os-support.md).
+    NotNeeded,
+    /// aarch64 Linux: `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)` after each
+    /// publish (registered once).
+    Membarrier,
+    /// aarch64 Linux, where the kernel refused the membarrier command or its registration
+    /// (`errno`, 0 if its query said it lacks it): other threads synchronise at their next
+    /// exception return (a system call, an interrupt, being rescheduled).
+    Unavailable {
+        /// The OS error of the refused call, 0 if none.
+        errno: i32,
+    },
+}
+
+/// What this process does after publishing code so that other threads may run it
+/// (decided, and registered with the kernel, once).
+pub fn cross_thread_sync() -> CrossThreadSync {
+    #[cfg(target_os = "linux")]
+    return crate::icache_linux::cross_thread_sync();
+    #[cfg(not(target_os = "linux"))]
+    CrossThreadSync::NotNeeded
+}
+
+/// After code was published (written, protected and flushed): makes every thread of the
+/// process fetch it afresh before it next runs (see [`CrossThreadSync`]). The arena and
+/// [`crate::MmapBackend`] call it at the end of each publish, so from the return of
+/// `publish` any thread may call the new code, including code put where another module
+/// ran before. Returns what was done.
+pub fn sync_all_threads() -> CrossThreadSync {
+    #[cfg(target_os = "linux")]
+    return crate::icache_linux::sync_all_threads();
+    #[cfg(not(target_os = "linux"))]
+    CrossThreadSync::NotNeeded
+}
 
 /// Makes instructions written to `[start, end)` visible to instruction fetch in this
-/// process. Nothing to do on x86_64 (instruction fetch is coherent with stores).
+/// process (on riscv64 Linux on every hart; on aarch64 Linux other threads also need
+/// [`sync_all_threads`] once it returns). Nothing to do on x86_64 (instruction fetch is coherent with stores).
 ///
 /// # Safety
 ///
@@ -16,22 +62,54 @@ pub unsafe fn flush(start: usize, end: usize) {
     flush_impl(start, end);
 }
 
-#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+#[cfg(any(windows, target_os = "macos"))]
+fn flush_impl(start: usize, end: usize) {
+    // SAFETY: `flush`'s caller guarantees the range is mapped memory of this process.
+    unsafe { crate::arena::sys::flush_icache(start, end) };
+}
+
+#[cfg(all(
+    not(any(windows, target_os = "macos")),
+    any(target_arch = "x86_64", target_arch = "x86")
+))]
 fn flush_impl(_start: usize, _end: usize) {}
 
-#[cfg(target_arch = "loongarch64")]
+#[cfg(all(not(any(windows, target_os = "macos")), target_arch = "loongarch64"))]
 fn flush_impl(_start: usize, _end: usize) {
     // SAFETY: `ibar 0` only orders instruction fetch after prior stores; it touches no
     // memory and no registers.
     unsafe { core::arch::asm!("ibar 0", options(nostack, preserves_flags)) };
 }
 
+#[cfg(all(target_os = "linux", target_arch = "riscv64"))]
+fn flush_impl(start: usize, end: usize) {
+    // Every hart, not only this one; `__clear_cache` if the kernel refuses the call.
+    if crate::icache_linux::riscv_flush_icache(start, end).is_err() {
+        clear_cache(start, end);
+    }
+}
+
 #[cfg(not(any(
+    windows,
+    target_os = "macos",
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "loongarch64",
+    all(target_os = "linux", target_arch = "riscv64")
+)))]
+fn flush_impl(start: usize, end: usize) {
+    clear_cache(start, end);
+}
+
+/// compiler-rt's (or libgcc's) `__clear_cache`.
+#[cfg(not(any(
+    windows,
+    target_os = "macos",
     target_arch = "x86_64",
     target_arch = "x86",
     target_arch = "loongarch64"
 )))]
-fn flush_impl(start: usize, end: usize) {
+fn clear_cache(start: usize, end: usize) {
     extern "C" {
         fn __clear_cache(start: *mut core::ffi::c_void, end: *mut core::ffi::c_void);
     }
@@ -40,7 +118,7 @@ fn flush_impl(start: usize, end: usize) {
     unsafe { __clear_cache(start as *mut _, end as *mut _) };
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
@@ -104,6 +182,39 @@ mod tests {
         assert_eq!(write_flush_call(page, len, &returns(42)), 42);
         // SAFETY: unmapping our own mapping; the function pointers above are dead.
         unsafe { munmap(page.cast(), len) }.expect("munmap");
+    }
+
+    #[test]
+    fn other_threads_are_synchronised_as_the_architecture_needs() {
+        let mode = cross_thread_sync();
+        assert_eq!(sync_all_threads(), mode, "decided once");
+        if cfg!(target_arch = "aarch64") {
+            // Natively (Linux 4.16+) the membarrier; under qemu-user whatever the host
+            // kernel and qemu give: either way one of the two, and said.
+            assert!(
+                matches!(
+                    mode,
+                    CrossThreadSync::Membarrier | CrossThreadSync::Unavailable { .. }
+                ),
+                "{mode:?}"
+            );
+            eprintln!("aarch64 cross-thread sync: {mode:?}");
+        } else {
+            assert_eq!(mode, CrossThreadSync::NotNeeded);
+        }
+    }
+
+    /// The all-harts flush is the call `flush` makes on riscv64 Linux, and the kernel
+    /// (or qemu-user) takes it.
+    #[cfg(all(target_os = "linux", target_arch = "riscv64"))]
+    #[test]
+    fn riscv_flushes_every_hart_with_the_system_call() {
+        let code = returns(7);
+        let page = code.as_ptr() as usize;
+        assert_eq!(
+            crate::icache_linux::riscv_flush_icache(page, page + code.len()),
+            Ok(())
+        );
     }
 
     #[test]

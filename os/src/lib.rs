@@ -1,16 +1,24 @@
-//! elfjit-os: what the core needs from an operating system, for Linux (and other Unix)
-//! hosts: executable memory (an [`Arena`] that many modules share, or one [`MmapBackend`]
-//! mapping per module, over `rustix`), the instruction-cache flush
-//! ([`icache`]), and undefined-symbol lookup in the running process
-//! ([`ProcessResolver`]: `dlsym`, libm, and the compiler-rt helpers Rust links in).
+//! elfjit-os: what the core needs from an operating system: executable memory (an
+//! [`Arena`] that many modules share, or one [`MmapBackend`] mapping per module), the
+//! instruction-cache flush and publication to other threads ([`icache`]), and
+//! undefined-symbol lookup in the running process ([`ProcessResolver`]: `dlsym` and libm,
+//! or the process's modules and the C runtime's DLLs on Windows, and the compiler-rt
+//! helpers Rust links in). One file per OS holds what differs (`arena/sys*.rs`,
+//! `resolve_*.rs`, `icache_linux.rs`): Linux, Windows (run under Wine), macOS and FreeBSD
+//! (built only); what an OS cannot do is an [`ArenaError::Unsupported`] naming its
+//! [`Platform`]. See docs/os-support.md.
 
 pub mod arena;
 pub mod builtins;
 pub mod icache;
+#[cfg(target_os = "linux")]
+mod icache_linux;
 pub mod mmap;
+pub mod platform;
 pub mod prefault;
 pub mod resolve;
 
 pub use arena::{Arena, ArenaBackend, ArenaConfig, ArenaError, ArenaStats, Mode, Resource};
 pub use mmap::MmapBackend;
+pub use platform::Platform;
 pub use resolve::ProcessResolver;

@@ -2,11 +2,14 @@
 //! protected segment by segment (never writable and executable at once), unmapped on drop.
 //!
 //! This is the simplest backend, and the model for a `no_std` user's own: each image costs
-//! an mmap, up to three mprotects and a munmap, and one to three VMAs while it lives.
+//! an mmap, up to three mprotects and a munmap, and one to three VMAs while it lives (on
+//! Windows: a reservation committed at once, `VirtualProtect`s and a `MEM_RELEASE`; the
+//! calls are the arena's OS layer, `arena::sys`).
 
+use crate::arena::sys;
+use crate::arena::sys_api::Prot;
 use crate::icache;
 use elfjit_core::{BackendError, Layout, MemoryBackend, Placement, Protection, SegmentKind};
-use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
 use std::ptr::NonNull;
 
 /// Memory for one image in this process. The target addresses are the mapping's own.
@@ -33,15 +36,15 @@ unsafe impl Send for MmapBackend {}
 // SAFETY: see `Send`: `&self` methods never touch the mapped bytes.
 unsafe impl Sync for MmapBackend {}
 
-fn os_error(op: &'static str, size: usize, e: rustix::io::Errno) -> BackendError {
-    BackendError::new(op, size as u64, e.raw_os_error())
+fn os_error(op: &'static str, size: usize, errno: i32) -> BackendError {
+    BackendError::new(op, size as u64, errno)
 }
 
-fn flags(protection: Protection) -> MprotectFlags {
+fn prot(protection: Protection) -> Prot {
     match protection {
-        Protection::ReadExecute => MprotectFlags::READ | MprotectFlags::EXEC,
-        Protection::ReadOnly => MprotectFlags::READ,
-        Protection::ReadWrite => MprotectFlags::READ | MprotectFlags::WRITE,
+        Protection::ReadExecute => Prot::ReadExecute,
+        Protection::ReadOnly => Prot::Read,
+        Protection::ReadWrite => Prot::ReadWrite,
     }
 }
 
@@ -50,7 +53,7 @@ impl MmapBackend {
     pub fn new() -> MmapBackend {
         MmapBackend {
             mapping: None,
-            page_size: rustix::param::page_size() as u64,
+            page_size: sys::page_size() as u64,
         }
     }
 
@@ -70,43 +73,11 @@ impl MmapBackend {
     }
 
     /// Maps `len` bytes read/write, starting at a multiple of `align` (a power of two, at
-    /// least the page size): over-maps by `align - page` and returns the rest to the OS.
+    /// least the page size).
     fn map_aligned(&self, len: usize, align: usize) -> Result<NonNull<u8>, BackendError> {
-        let page = self.page_size as usize;
-        let slack = align.saturating_sub(page);
-        let total = len.checked_add(slack).ok_or(BackendError::new(
-            "allocate (size overflows)",
-            len as u64,
-            0,
-        ))?;
-        // SAFETY: a fresh anonymous mapping at an address the kernel chooses aliases no
-        // existing Rust object.
-        let raw = unsafe {
-            mmap_anonymous(
-                std::ptr::null_mut(),
-                total,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .map_err(|e| os_error("mmap", total, e))?;
-        let raw_addr = raw as usize;
-        // In range: the mapping is `len + slack` bytes from `raw_addr`, page-aligned, so
-        // the next multiple of `align` lies at most `slack` bytes in.
-        let start = raw_addr.next_multiple_of(align);
-        let head = start - raw_addr;
-        let tail = slack - head;
-        // SAFETY: both ranges lie inside the mapping just created, which nothing else uses;
-        // they are page-aligned (mmap returns pages, `align` and `len` are page multiples).
-        unsafe {
-            if head != 0 {
-                let _ = munmap(raw, head);
-            }
-            if tail != 0 {
-                let _ = munmap((start + len) as *mut _, tail);
-            }
-        }
-        NonNull::new(start as *mut u8).ok_or(BackendError::new("mmap", total as u64, 0))
+        let start =
+            sys::map_private_aligned(len, align).map_err(|(size, e)| os_error("mmap", size, e))?;
+        NonNull::new(start as *mut u8).ok_or(BackendError::new("mmap", len as u64, 0))
     }
 }
 
@@ -207,12 +178,14 @@ impl MemoryBackend for MmapBackend {
             // `published` is set, so none will be made after this protection change.
             let start = unsafe { mapping.start.as_ptr().add(offset) };
             // SAFETY: as above: our own page-aligned range.
-            unsafe { mprotect(start.cast(), mapped, flags(kind.protection())) }
+            unsafe { sys::protect(start as usize, mapped, prot(kind.protection())) }
                 .map_err(|e| os_error("mprotect", mapped, e))?;
             if kind == SegmentKind::Code {
                 // SAFETY: `[start, start + size)` is this image's code, written above and
                 // now read/execute; nothing else is writing it.
                 unsafe { icache::flush(start as usize, start as usize + size) };
+                // The address may have held another image's code that other threads ran.
+                icache::sync_all_threads();
             }
         }
         Ok(())
@@ -224,7 +197,7 @@ impl Drop for MmapBackend {
         if let Some(mapping) = self.mapping.take() {
             // SAFETY: the mapping was created by `allocate` with this length and is unmapped
             // exactly once; any code or data pointers handed out die with the owner.
-            let _ = unsafe { munmap(mapping.start.as_ptr().cast(), mapping.len) };
+            unsafe { sys::unmap(mapping.start.as_ptr() as usize, mapping.len) };
         }
     }
 }
@@ -239,6 +212,7 @@ mod tests {
     }
 
     /// The permissions `/proc/self/maps` shows for the page holding `address`.
+    #[cfg(target_os = "linux")]
     fn permissions(address: usize) -> String {
         let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
         for line in maps.lines() {
@@ -276,17 +250,20 @@ mod tests {
         assert!(b.is_published());
         assert!(b.segment_mut(SegmentKind::Code).is_none(), "sealed");
         assert!(b.segment_mut(SegmentKind::Data).is_none(), "sealed");
-        assert_eq!(permissions(code), "r-x");
-        let ro_perms = permissions(ro + page as usize);
-        // qemu-user reports read-only guest pages as "r-x" on some targets: what matters is
-        // that they are readable and not writable.
-        assert!(
-            ro_perms.starts_with('r') && !ro_perms.contains('w'),
-            "{ro_perms}"
-        );
-        #[cfg(target_arch = "x86_64")]
-        assert_eq!(ro_perms, "r--");
-        assert_eq!(permissions(data), "rw-");
+        #[cfg(target_os = "linux")]
+        {
+            assert_eq!(permissions(code), "r-x");
+            let ro_perms = permissions(ro + page as usize);
+            // qemu-user reports read-only guest pages as "r-x" on some targets: what
+            // matters is that they are readable and not writable.
+            assert!(
+                ro_perms.starts_with('r') && !ro_perms.contains('w'),
+                "{ro_perms}"
+            );
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(ro_perms, "r--");
+            assert_eq!(permissions(data), "rw-");
+        }
         // SAFETY: the data segment is mapped read/write and 3 bytes long.
         assert_eq!(unsafe { *(data as *const u8).add(2) }, 7);
         assert!(b.publish().is_err());

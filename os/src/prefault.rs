@@ -47,7 +47,10 @@ pub fn code_around(addresses: &[usize]) -> Vec<(usize, usize)> {
         // only faults its pages in, as reading them would, and writes no byte and changes
         // no protection; a range unmapped since `/proc/self/maps` was read makes the call
         // fail (ENOMEM), nothing more.
-        unsafe { crate::arena::sys::advise(start, len, libc::MADV_POPULATE_READ) }.is_ok()
+        unsafe {
+            crate::arena::sys::advise(start, len, crate::arena::sys_api::Advice::PopulateRead)
+        }
+        .is_ok()
     });
     windows
 }

@@ -1,6 +1,6 @@
 //! [`ProcessResolver`]: undefined symbols of a kernel, looked up in the running process.
-//! Order: `dlsym(RTLD_DEFAULT)` (libc's memcpy, anything the program exports), then libm
-//! (opened once, since a program that uses no libm function may not have it loaded), then
+//! Order: the OS's own search (Unix, `resolve_unix.rs`: `dlsym(RTLD_DEFAULT)`, then libm;
+//! Windows, `resolve_windows.rs`: the process's modules, then the C runtime's DLLs), then
 //! the compiler-rt helpers of the Rust runtime ([`crate::builtins`]).
 //!
 //! Found addresses are remembered for the life of the process (`dlsym` walks every loaded
@@ -10,37 +10,18 @@
 //! as it leaves any kernel that called it pointing at unmapped code.
 
 use crate::builtins;
+#[cfg_attr(windows, path = "resolve_windows.rs")]
+#[cfg_attr(unix, path = "resolve_unix.rs")]
+mod os;
 use elfjit_core::SymbolResolver;
 use std::collections::BTreeMap;
 use std::ffi::CStr;
-use std::sync::{OnceLock, RwLock};
+use std::sync::RwLock;
 
-/// Resolves names through the process. Cheap to create; libm is opened once per process.
+/// Resolves names through the process. Cheap to create; libraries it opens (libm, the C
+/// runtime's DLLs) are opened once per process.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProcessResolver;
-
-/// A `dlopen` handle that lives for the whole process.
-struct Handle(*mut libc::c_void);
-// SAFETY: a dlopen handle is an opaque token that glibc lets any thread use with dlsym.
-unsafe impl Send for Handle {}
-// SAFETY: see `Send`.
-unsafe impl Sync for Handle {}
-
-fn libm() -> Option<*mut libc::c_void> {
-    static LIBM: OnceLock<Handle> = OnceLock::new();
-    let handle = LIBM.get_or_init(|| {
-        // SAFETY: dlopen with a constant NUL-terminated name; the handle is never closed,
-        // so addresses from it stay valid for the life of the process.
-        Handle(unsafe { libc::dlopen(c"libm.so.6".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) })
-    });
-    (!handle.0.is_null()).then_some(handle.0)
-}
-
-fn dlsym(handle: *mut libc::c_void, name: &CStr) -> Option<u64> {
-    // SAFETY: `name` is NUL-terminated; `handle` is RTLD_DEFAULT or a live dlopen handle.
-    let address = unsafe { libc::dlsym(handle, name.as_ptr()) };
-    (!address.is_null()).then_some(address as u64)
-}
 
 /// Addresses already found, by name. An ordered map rather than a `HashMap`: it needs
 /// no initialisation (a `HashMap`'s random keys cost a fresh process a `getrandom` call
@@ -67,26 +48,24 @@ impl ProcessResolver {
         Some(address)
     }
 
-    /// Takes a first lookup's one-time costs off it: opens libm, and looks up a name no
-    /// library defines (symbol names have no `.`) through every loaded library and libm,
-    /// which maps the pages of their symbol tables that a search reads first. For a fresh
-    /// process, before its first load ([`crate::Arena::prepare`] does the arena's part).
+    /// Takes a first lookup's one-time costs off it: opens the libraries the search
+    /// opens, and looks up a name no library defines (symbol names have no `.`) through
+    /// all of them, which maps the pages of their symbol tables that a search reads first.
+    /// For a fresh process, before its first load ([`crate::Arena::prepare`] does the
+    /// arena's part).
     pub fn prepare() {
         let nowhere = c"elfjit.prepare";
-        let _ = dlsym(libc::RTLD_DEFAULT, nowhere);
-        let _ = libm().and_then(|h| dlsym(h, nowhere));
+        let _ = os::lookup(nowhere);
         let _ = builtins::lookup(nowhere.to_bytes());
     }
 
-    /// The uncached search: dlsym, then libm, then the compiler-rt helpers.
+    /// The uncached search: the OS's, then the compiler-rt helpers.
     fn search(name: &[u8]) -> Option<u64> {
         let mut owned = Vec::with_capacity(name.len() + 1);
         owned.extend_from_slice(name);
         owned.push(0);
         let c_name = CStr::from_bytes_with_nul(&owned).ok()?;
-        dlsym(libc::RTLD_DEFAULT, c_name)
-            .or_else(|| libm().and_then(|h| dlsym(h, c_name)))
-            .or_else(|| builtins::lookup(name).map(|a| a as u64))
+        os::lookup(c_name).or_else(|| builtins::lookup(name).map(|a| a as u64))
     }
 }
 

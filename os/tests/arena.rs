@@ -1,6 +1,8 @@
 //! The code arena with real kernels: clang output linked by the core into an [`Arena`],
 //! externals resolved in the process, called and checked; mappings read back from
-//! `/proc/self/maps`. Runs natively and under qemu-user (`--target aarch64-...`).
+//! `/proc/self/maps`. Runs natively and under qemu-user (`--target aarch64-...`). Linux
+//! only (`/proc`, `fork`); on Windows the arena is tested by `windows.rs`.
+#![cfg(target_os = "linux")]
 
 mod common;
 

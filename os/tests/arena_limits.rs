@@ -5,7 +5,9 @@
 //!
 //! One test binary of its own, one test function: both limits are process-wide.
 //! Native only: qemu-user neither applies `RLIMIT_AS` to the guest nor shows the host's
-//! mappings in the guest's `/proc/self/maps`.
+//! mappings in the guest's `/proc/self/maps`. Linux only: the map count and `/proc` are
+//! Linux's.
+#![cfg(target_os = "linux")]
 
 mod common;
 

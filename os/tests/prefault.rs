@@ -2,7 +2,8 @@
 //! binary, mapped again read/execute): none of its pages is in the page tables before, and
 //! every page of the window around the given address is after, and no page far from it.
 //! Native only: qemu-user accepts `MADV_POPULATE_READ` and does nothing, and its
-//! `/proc/self/pagemap` is the host process's.
+//! `/proc/self/pagemap` is the host process's. Linux only (`/proc`, `MADV_POPULATE_READ`).
+#![cfg(target_os = "linux")]
 
 mod common;
 

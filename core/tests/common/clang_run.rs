@@ -102,17 +102,26 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::Exit
 }
 
 /// Where the object for this compile is kept, if `ELFJIT_TEST_OBJECTS` is set: a name
-/// hashed from clang's identity (its path, size and modification time), the arguments and
-/// the source.
+/// hashed from clang's identity (its path, size and modification time, or
+/// `ELFJIT_CLANG_IDENTITY` when set), the arguments and the source.
+///
+/// `ELFJIT_CLANG_IDENTITY` is for test programs that cannot see clang: Windows tests under
+/// Wine read objects a native run stored (scripts/test-windows sets it for both runs).
 fn stored_path(args: &[&str], source: &[u8]) -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os("ELFJIT_TEST_OBJECTS")?);
     let clang = clang();
-    let identity = which(&clang)
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map(|m| (m.len(), m.modified().ok()));
+    let identity = match std::env::var("ELFJIT_CLANG_IDENTITY") {
+        Ok(identity) => identity,
+        Err(_) => {
+            let identity = which(&clang)
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| (m.len(), m.modified().ok()));
+            format!("{identity:?}")
+        }
+    };
     let mut hash = Fnv::new();
     hash.add(clang.as_bytes());
-    hash.add(format!("{identity:?}").as_bytes());
+    hash.add(identity.as_bytes());
     for arg in args {
         hash.add(arg.as_bytes());
     }

@@ -29,7 +29,8 @@
 use super::error::{classify, ArenaError};
 use super::pages::{PageRuns, Run};
 use super::slab::Slabs;
-use super::sys::{self, Prot};
+use super::sys;
+use super::sys_api::{Advice, Prot};
 use super::Mode;
 use elfjit_core::SegmentKind;
 
@@ -92,44 +93,16 @@ pub(crate) fn reservation_len(mode: Mode, [code, ro, data]: [usize; 3]) -> Optio
 }
 
 /// Reserves `len` bytes aligned to `align` (a power of two, at least a page).
-///
-/// First exactly `len`: Linux 6.7 and later place an anonymous mapping whose length is a
-/// multiple of the huge-page size on a huge-page boundary, which is the 2 MiB alignment
-/// chunks ask for on x86_64 and 4 KiB-page aarch64, so the reservation needs no trimming
-/// (a system call less on a first load). Otherwise `len + align`, trimmed.
 fn reserve_aligned(len: usize, align: usize) -> Result<usize, ArenaError> {
-    let exact = sys::reserve(len).map_err(|e| classify("reserve address space", len as u64, e))?;
-    if exact.is_multiple_of(align) {
-        return Ok(exact);
-    }
-    // SAFETY: the reservation just made, which nothing uses.
-    unsafe { sys::unmap(exact, len) };
-    let total = len.checked_add(align).ok_or(ArenaError::BadRequest {
-        what: "chunk size overflows",
-        size: len as u64,
-    })?;
-    let raw =
-        sys::reserve(total).map_err(|e| classify("reserve address space", total as u64, e))?;
-    let start = raw.next_multiple_of(align);
-    let head = start - raw;
-    let tail = total - head - len;
-    // SAFETY: both trimmed ranges lie in the reservation just made, which nothing uses.
-    unsafe {
-        if head != 0 {
-            sys::unmap(raw, head);
-        }
-        if tail != 0 {
-            sys::unmap(start + len, tail);
-        }
-    }
-    Ok(start)
+    sys::reserve_aligned(len, align)
+        .map_err(|(size, e)| classify("reserve address space", size as u64, e))
 }
 
 /// Best effort: a huge page would commit 2 MiB for one small module's data.
 fn no_huge_pages(base: usize, len: usize) {
     // SAFETY: advice on a reservation of our own (the caller's chunk); it changes no
     // contents.
-    let _ = unsafe { sys::advise(base, len, libc::MADV_NOHUGEPAGE) };
+    let _ = unsafe { sys::advise(base, len, Advice::NoHugePages) };
 }
 
 impl Chunk {
@@ -190,6 +163,7 @@ impl Chunk {
                 }
             }
             Mode::Packed => {
+                sys::check_packed()?;
                 let shared = code + ro;
                 let fd = sys::memfd(shared)
                     .map_err(|(step, errno)| ArenaError::PackedUnavailable { step, errno })?;
@@ -200,7 +174,7 @@ impl Chunk {
                 unsafe {
                     sys::map_file_at(base, shared, Prot::ReadWrite, &fd, 0)
                         .map_err(unavailable("mmap of the writable view"))?;
-                    sys::advise(base, shared, libc::MADV_DONTFORK)
+                    sys::advise(base, shared, Advice::DontFork)
                         .map_err(unavailable("madvise(MADV_DONTFORK) of the writable view"))?;
                     sys::map_file_at(exec, code, Prot::ReadExecute, &fd, 0)
                         .map_err(unavailable("mmap of the executable view"))?;
@@ -261,17 +235,11 @@ impl Region {
     pub unsafe fn release(&self, run: Run, page: usize) {
         let addr = self.writer + run.start as usize * page;
         let len = run.count as usize * page;
-        let advice = if self.shared {
-            libc::MADV_REMOVE
-        } else {
-            libc::MADV_DONTNEED
-        };
-        sys::note_release(self.shared);
         // SAFETY: the caller guarantees the run is ours and unused. Released pages are
         // handed out as reading zero, so if the advice fails where the pages can be
         // written (writer view, data), zero them instead; it cannot fail on a range we
         // mapped short of a kernel bug.
-        if unsafe { sys::advise(addr, len, advice) }.is_err()
+        if unsafe { sys::release(addr, len, self.shared, self.rest) }.is_err()
             && (self.shared || self.rest == Prot::ReadWrite)
         {
             // SAFETY: as above; the pages are writable at `writer`.

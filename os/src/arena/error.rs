@@ -47,6 +47,12 @@ pub enum ArenaError {
     /// A packed arena made before `fork` cannot load in the child: its writable view is
     /// not inherited. Create a new arena in the child.
     UsedAfterFork,
+    /// This operating system cannot do what was asked: `feature` names it (packed mode
+    /// where the OS layer has no shared memory to map twice).
+    Unsupported {
+        feature: &'static str,
+        platform: crate::Platform,
+    },
     /// A system call failed for a reason other than a limit.
     Os {
         op: &'static str,
@@ -108,6 +114,9 @@ impl fmt::Display for ArenaError {
                 "code arena: a packed arena created before fork cannot load in the child \
                  (its writable view is not inherited); create a new arena in the child",
             ),
+            ArenaError::Unsupported { feature, platform } => {
+                write!(f, "code arena: {feature} is not supported on {platform}")
+            }
             ArenaError::Os { op, size, errno } => {
                 write!(
                     f,
@@ -151,6 +160,7 @@ impl From<ArenaError> for BackendError {
             ArenaError::UsedAfterFork => {
                 BackendError::new("allocate (packed arena used after fork)", 0, 0)
             }
+            ArenaError::Unsupported { feature, .. } => BackendError::new(feature, 0, 0),
             ArenaError::Os { op, size, errno } => BackendError::new(op, size, errno),
             ArenaError::BadRequest { what, size } => BackendError::new(what, size, 0),
             ArenaError::TooLarge { size, .. } => {
@@ -186,7 +196,7 @@ impl ArenaError {
 /// the process is at `vm.max_map_count`, otherwise the address space. (The caller names
 /// the module's request with [`ArenaError::for_request`].)
 pub(crate) fn classify(op: &'static str, size: u64, errno: i32) -> ArenaError {
-    if errno != libc::ENOMEM {
+    if !super::sys::is_out_of_memory(errno) {
         return ArenaError::Os { op, size, errno };
     }
     let max = super::sys::max_map_count();

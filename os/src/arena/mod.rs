@@ -35,7 +35,9 @@
 //! `mprotect` per protection class that changes (code, read-only) and one pass of
 //! instruction-cache maintenance over exactly the code bytes written.
 //!
-//! Linux only: memfd, `MADV_REMOVE`, `/proc/self/maps`.
+//! What each OS gives is in its `sys` file (`sys.rs` for Linux, `sys_windows.rs`,
+//! `sys_macos.rs`, `sys_freebsd.rs`); packed mode needs a shared-memory object mapped twice
+//! and is [`ArenaError::Unsupported`] where the OS layer has none.
 
 mod backend;
 mod chunk;
@@ -43,7 +45,15 @@ mod error;
 mod pages;
 mod probe;
 mod slab;
+// The per-OS system layer: `sys.rs` is Linux's; each file opens with what its OS gives
+// and lacks.
+#[cfg_attr(windows, path = "sys_windows.rs")]
+#[cfg_attr(target_os = "macos", path = "sys_macos.rs")]
+#[cfg_attr(target_os = "freebsd", path = "sys_freebsd.rs")]
 pub(crate) mod sys;
+pub(crate) mod sys_api;
+#[cfg(unix)]
+mod sys_posix;
 
 pub use backend::ArenaBackend;
 pub use error::{ArenaError, Resource};
@@ -54,7 +64,7 @@ use pages::Run;
 use slab::Slot;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use sys::Prot;
+use sys_api::{Advice, Prot};
 
 /// How an arena publishes modules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -407,7 +417,7 @@ impl Arena {
             // SAFETY: the opened stretch is free pages of this region, writable and handed
             // to no load while the lock is held; populating them writes no byte and changes
             // no protection.
-            let _ = unsafe { sys::advise(at, len, libc::MADV_POPULATE_WRITE) };
+            let _ = unsafe { sys::advise(at, len, Advice::PopulateWrite) };
         }
     }
 
@@ -1005,9 +1015,14 @@ impl Shared {
         coalesce(&mut code);
         // Stores through the writer view must be visible before the code runs elsewhere.
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        let published_code = !code.is_empty();
         for (start, len) in code {
             // SAFETY: the range is code these allocations hold, mapped for their lifetime.
             unsafe { crate::icache::flush(start, start + len) };
+        }
+        if published_code {
+            // The range may have held another module's code that other threads ran.
+            crate::icache::sync_all_threads();
         }
         Ok(())
     }
@@ -1396,14 +1411,20 @@ mod tests {
         let (first, read) = one_module(&arena, 0xa5);
         let (second, _) = one_module(&arena, 0xa5);
         assert_eq!(read, [0, 0, 0]);
+        // Only Linux probes (its release is advice that an emulator may ignore).
+        let linux = cfg!(target_os = "linux");
         assert_eq!(probes(), 0, "no probe before a release");
         drop(first); // nothing retained: released to the OS
         let (third, read) = one_module(&arena, 0x5a);
         assert_eq!(read, [0, 0, 0], "released pages read as zero when reused");
-        assert_eq!(probes(), 1, "one probe, of private pages only");
+        assert_eq!(
+            probes(),
+            usize::from(linux),
+            "one probe, of private pages only"
+        );
         drop((second, third));
         let (_fourth, read) = one_module(&arena, 0);
         assert_eq!(read, [0, 0, 0]);
-        assert_eq!(probes(), 1, "the answer is kept");
+        assert_eq!(probes(), usize::from(linux), "the answer is kept");
     }
 }

@@ -1,117 +1,74 @@
-//! The system calls the arena makes, each a thin wrapper that turns `-1` into an errno.
-//! Every function is `unsafe` where the range it changes could be memory someone else uses:
-//! the callers own the ranges they pass (they came from a reservation this arena made).
+//! Linux: the system calls the arena makes, each a thin wrapper that turns `-1` into an
+//! errno. Every function is `unsafe` where the range it changes could be memory someone
+//! else uses: the callers own the ranges they pass (they came from a reservation this
+//! arena made).
+//!
+//! Linux gives everything the arena uses: `MAP_NORESERVE` reservations, `madvise` that
+//! discards contents (`MADV_DONTNEED` for private pages, `MADV_REMOVE` for a memfd's),
+//! `memfd_create` for the packed arena's two views, `MADV_DONTFORK`, `MADV_POPULATE_*`
+//! (5.14), and `/proc` for the map count. It lacks nothing the arena needs; the POSIX
+//! calls it shares with macOS and FreeBSD are in `sys_posix.rs`.
 
+use super::sys_api::{Advice, Prot};
+use super::sys_posix::errno;
+pub(crate) use super::sys_posix::{
+    address_space_limit, is_out_of_memory, map_file_at, map_private_aligned, page_size, protect,
+    unmap,
+};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
-/// Page protections the arena uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Prot {
-    Read,
-    ReadWrite,
-    ReadExecute,
-}
-
-impl Prot {
-    fn bits(self) -> libc::c_int {
-        match self {
-            Prot::Read => libc::PROT_READ,
-            Prot::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
-            Prot::ReadExecute => libc::PROT_READ | libc::PROT_EXEC,
-        }
-    }
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
 
 /// Reserves `len` bytes of address space: inaccessible, no commit charge, no pages.
 pub(crate) fn reserve(len: usize) -> Result<usize, i32> {
-    // SAFETY: a fresh private anonymous PROT_NONE mapping at an address the kernel picks
-    // overlaps nothing that exists.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        Err(errno())
-    } else {
-        Ok(p as usize)
-    }
+    super::sys_posix::reserve_with(len, libc::MAP_NORESERVE)
 }
 
-/// Maps `len` bytes of `fd` from `offset`, shared, at `addr` with protection `prot`.
+/// Reserves `len` bytes aligned to `align` (a power of two, at least a page); on failure,
+/// the size asked for and the errno.
+pub(crate) fn reserve_aligned(len: usize, align: usize) -> Result<usize, (usize, i32)> {
+    super::sys_posix::reserve_aligned(reserve, len, align)
+}
+
+/// Gives `advice` for `[addr, addr + len)`.
 ///
 /// # Safety
-/// The range must lie in a reservation the caller owns, with nothing in it in use.
-pub(crate) unsafe fn map_file_at(
+/// The caller owns the range. (No advice here discards contents.)
+pub(crate) unsafe fn advise(addr: usize, len: usize, advice: Advice) -> Result<(), i32> {
+    let advice = match advice {
+        Advice::NoHugePages => libc::MADV_NOHUGEPAGE,
+        Advice::DontFork => libc::MADV_DONTFORK,
+        Advice::PopulateRead => libc::MADV_POPULATE_READ,
+        Advice::PopulateWrite => libc::MADV_POPULATE_WRITE,
+    };
+    // SAFETY: see the function's contract.
+    unsafe { super::sys_posix::madvise(addr, len, advice) }
+}
+
+/// Returns `[addr, addr + len)` to the OS: afterwards it reads as zero (checked once per
+/// kind, see [`released_pages_read_zero`]) and keeps its protection. `shared`: the pages
+/// are a memfd's (`MADV_REMOVE`), else private (`MADV_DONTNEED`).
+///
+/// # Safety
+/// The caller owns the range and nothing needs its contents any more.
+pub(crate) unsafe fn release(
     addr: usize,
     len: usize,
-    prot: Prot,
-    fd: &OwnedFd,
-    offset: usize,
+    shared: bool,
+    _rest: Prot,
 ) -> Result<(), i32> {
-    let offset = libc::off_t::try_from(offset).map_err(|_| libc::EOVERFLOW)?;
-    // SAFETY: the caller owns the range (MAP_FIXED replaces only it); `fd` is open.
-    let p = unsafe {
-        libc::mmap(
-            addr as *mut libc::c_void,
-            len,
-            prot.bits(),
-            libc::MAP_SHARED | libc::MAP_FIXED,
-            fd.as_raw_fd(),
-            offset,
-        )
+    let advice = if shared {
+        libc::MADV_REMOVE
+    } else {
+        libc::MADV_DONTNEED
     };
-    if p == libc::MAP_FAILED {
-        Err(errno())
-    } else {
-        Ok(())
-    }
+    note_release(shared);
+    // SAFETY: see the function's contract.
+    unsafe { super::sys_posix::madvise(addr, len, advice) }
 }
 
-/// Changes the protection of `[addr, addr + len)`.
-///
-/// # Safety
-/// The caller owns the range, and no reference into it outlives a change that makes it
-/// unreadable or unwritable in a way the reference relies on.
-pub(crate) unsafe fn protect(addr: usize, len: usize, prot: Prot) -> Result<(), i32> {
-    // SAFETY: see the function's contract.
-    if unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot.bits()) } != 0 {
-        Err(errno())
-    } else {
-        Ok(())
-    }
-}
-
-/// Gives advice `advice` for `[addr, addr + len)`.
-///
-/// # Safety
-/// The caller owns the range; with `MADV_DONTNEED` or `MADV_REMOVE` its contents are
-/// discarded (read as zero afterwards), so nothing may still need them.
-pub(crate) unsafe fn advise(addr: usize, len: usize, advice: libc::c_int) -> Result<(), i32> {
-    // SAFETY: see the function's contract.
-    if unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) } != 0 {
-        Err(errno())
-    } else {
-        Ok(())
-    }
-}
-
-/// Unmaps `[addr, addr + len)`.
-///
-/// # Safety
-/// The caller owns the range and nothing refers to it any more.
-pub(crate) unsafe fn unmap(addr: usize, len: usize) {
-    // SAFETY: see the function's contract.
-    let _ = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+/// Packed mode is available (whether the memfd can be mapped executable is found out when
+/// it is tried).
+pub(crate) fn check_packed() -> Result<(), super::ArenaError> {
+    Ok(())
 }
 
 /// A memfd of `len` bytes (sparse: no memory until written), that may be mapped executable,
@@ -154,20 +111,6 @@ pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
     Ok(fd)
 }
 
-/// The system page size.
-///
-/// From the C library (`sysconf`), which has it from the auxiliary vector the kernel gave
-/// the process: rustix's `page_size` reads the auxiliary vector itself on first use
-/// (a `prctl` and a walk over it), a cost every fresh process paid on its first load.
-pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    match usize::try_from(size) {
-        Ok(size) if size.is_power_of_two() => size,
-        _ => rustix::param::page_size(),
-    }
-}
-
 /// `vm.max_map_count`, if readable.
 pub(crate) fn max_map_count() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/vm/max_map_count")
@@ -181,19 +124,6 @@ pub(crate) fn max_map_count() -> Option<u64> {
 pub(crate) fn map_count() -> Option<u64> {
     let maps = std::fs::read("/proc/self/maps").ok()?;
     Some(maps.iter().filter(|&&b| b == b'\n').count() as u64)
-}
-
-/// The soft `RLIMIT_AS` in bytes (`None`: unlimited or unreadable).
-pub(crate) fn address_space_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 {
-        return None;
-    }
-    (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
 /// Bumped in every child right after `fork`: a packed arena's writable view is not
@@ -272,7 +202,7 @@ static RELEASED: [std::sync::atomic::AtomicBool; 2] = [
 /// Records that written pages of the kind `shared` (memfd) or private are being released.
 /// Called before the advice, so that whoever takes the pages next (after the arena's lock
 /// that orders the two) sees it.
-pub(crate) fn note_release(shared: bool) {
+fn note_release(shared: bool) {
     if let Some(flag) = RELEASED.get(usize::from(shared)) {
         flag.store(true, std::sync::atomic::Ordering::Release);
     }
@@ -329,7 +259,8 @@ fn probe_release(fd: Option<&OwnedFd>) -> bool {
         };
         let zero = mapped.is_ok() && {
             std::ptr::write_volatile(base as *mut u8, 0xa5);
-            advise(base, len, advice).is_ok() && std::ptr::read_volatile(base as *const u8) == 0
+            super::sys_posix::madvise(base, len, advice).is_ok()
+                && std::ptr::read_volatile(base as *const u8) == 0
         };
         unmap(base, len);
         zero

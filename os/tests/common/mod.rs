@@ -32,6 +32,28 @@ pub fn compile_with(flags: &[&str], source: &str, opt: &str) -> Vec<u8> {
     clang_run::clang_output(&args, source.as_bytes())
 }
 
+/// The clang flags of a kernel for Windows x86_64: the Windows x64 calling convention in an
+/// ELF object (`x86_64-pc-windows-elf`; no `-fPIC`, which Windows targets reject: their
+/// code is RIP-relative anyway), so that kernels call the C runtime's DLLs and are called
+/// as `extern "C"` on Windows. The driver's `x86_64-windows` target uses the same triple.
+pub const WINDOWS_FLAGS: [&str; 7] = [
+    "--target=x86_64-pc-windows-elf",
+    "-c",
+    "-ffreestanding",
+    "-fno-math-errno",
+    "-fno-stack-protector",
+    "-x",
+    "c",
+];
+
+/// Compiles C `source` at `opt` for Windows x86_64 ([`WINDOWS_FLAGS`]); any host can
+/// (a Windows test under Wine reads what a native run stored, see `clang_run.rs`).
+pub fn compile_for_windows(source: &str, opt: &str) -> Vec<u8> {
+    let mut args = WINDOWS_FLAGS.to_vec();
+    args.extend([opt, "-", "-o", "-"]);
+    clang_run::clang_output(&args, source.as_bytes())
+}
+
 /// Compiles C `source` at `opt` for the architecture this test runs on.
 pub fn compile(source: &str, opt: &str) -> Vec<u8> {
     compile_with(&target_flags(), source, opt)

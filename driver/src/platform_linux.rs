@@ -1,0 +1,25 @@
+//! Linux: the driver's OS-specific pieces. Linux gives everything the driver uses:
+//! `pipe2(O_CLOEXEC)`, `pidfd_open` (5.3) to wake `poll` when a child exits,
+//! `getrandom`, and `/proc/<pid>/fd/<n>` by which a child opens the parent's side-channel
+//! pipe (child.rs).
+
+use std::os::fd::OwnedFd;
+
+/// A pipe `(read, write)`, both ends close-on-exec from the start.
+pub(crate) fn pipe_cloexec() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+/// A descriptor that becomes readable when process `pid` exits (`None`: before Linux 5.3,
+/// and the caller polls in slices).
+pub(crate) fn exit_notifier(pid: rustix::process::Pid) -> Option<OwnedFd> {
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Fills `bytes` from the kernel's random source; returns how many were filled.
+pub(crate) fn fill_random(bytes: &mut [u8]) -> std::io::Result<usize> {
+    Ok(rustix::rand::getrandom(
+        bytes,
+        rustix::rand::GetRandomFlags::empty(),
+    )?)
+}
