@@ -49,12 +49,7 @@ pub const AFTER_EXIT_GRACE: Duration = Duration::from_millis(250);
 ///
 /// For a child, call it before giving it any work: what it already holds stays.
 pub fn limit_memory(pid: Option<Pid>, bytes: u64) -> std::io::Result<()> {
-    let limit = rustix::process::Rlimit {
-        current: Some(bytes),
-        maximum: Some(bytes),
-    };
-    rustix::process::prlimit(pid, rustix::process::Resource::Data, limit)?;
-    Ok(())
+    crate::platform::limit_data_memory(pid, bytes)
 }
 
 /// `now + timeout`, or no deadline when that cannot be represented.

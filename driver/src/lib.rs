@@ -51,6 +51,7 @@ pub mod flags;
 pub mod memory_limit;
 pub mod module;
 pub mod native;
+#[cfg_attr(not(target_os = "linux"), path = "orphans_unsupported.rs")]
 pub mod orphans;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;

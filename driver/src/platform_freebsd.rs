@@ -28,3 +28,26 @@ pub(crate) fn fill_random(bytes: &mut [u8]) -> std::io::Result<usize> {
     }
     Ok(len)
 }
+
+/// Sets `RLIMIT_DATA` (soft and hard) of this process with `None`; another process's
+/// limit cannot be set from outside here (no `prlimit`), so `Some(pid)` is an
+/// `Unsupported` error and a compile under a memory limit fails saying so (set
+/// `ELFJIT_COMPILE_MEMORY=0` to compile without one).
+pub(crate) fn limit_data_memory(
+    pid: Option<rustix::process::Pid>,
+    bytes: u64,
+) -> std::io::Result<()> {
+    if pid.is_some() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "setting another process's memory limit is implemented on Linux only \
+             (ELFJIT_COMPILE_MEMORY=0 compiles without one)",
+        ));
+    }
+    let limit = rustix::process::Rlimit {
+        current: Some(bytes),
+        maximum: Some(bytes),
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Data, limit)?;
+    Ok(())
+}

@@ -23,3 +23,16 @@ pub(crate) fn fill_random(bytes: &mut [u8]) -> std::io::Result<usize> {
         rustix::rand::GetRandomFlags::empty(),
     )?)
 }
+
+/// Sets `RLIMIT_DATA` (soft and hard) of `pid`, this process with `None` (`prlimit`).
+pub(crate) fn limit_data_memory(
+    pid: Option<rustix::process::Pid>,
+    bytes: u64,
+) -> std::io::Result<()> {
+    let limit = rustix::process::Rlimit {
+        current: Some(bytes),
+        maximum: Some(bytes),
+    };
+    rustix::process::prlimit(pid, rustix::process::Resource::Data, limit)?;
+    Ok(())
+}

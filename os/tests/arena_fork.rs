@@ -8,6 +8,7 @@
 //! the test harness. The tests run one at a time: a `fork` makes the parent withhold the
 //! packed slots live at that moment, and a descriptor scan must not see another test's
 //! arena being made.
+#![cfg(target_os = "linux")]
 
 mod common;
 

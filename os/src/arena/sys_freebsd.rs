@@ -86,5 +86,5 @@ pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
     Ok(fd)
 }
 
-pub(crate) use super::sys_posix::fork_generation;
 pub(crate) use super::sys_posix::without_proc::*;
+pub(crate) use super::sys_posix::{fork_generation, forks_begun, register_fork_hooks};

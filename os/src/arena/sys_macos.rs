@@ -21,8 +21,8 @@
 
 use super::sys_api::{Advice, Prot};
 pub(crate) use super::sys_posix::{
-    address_space_limit, fork_generation, is_out_of_memory, map_private_aligned, page_size,
-    protect, unmap,
+    address_space_limit, fork_generation, forks_begun, is_out_of_memory, map_private_aligned,
+    page_size, protect, register_fork_hooks, unmap,
 };
 use super::ArenaError;
 use crate::Platform;

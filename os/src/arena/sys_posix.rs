@@ -216,28 +216,68 @@ pub(crate) fn is_out_of_memory(errno: i32) -> bool {
     errno == libc::ENOMEM
 }
 
-/// Bumped in every child right after `fork` (macOS, FreeBSD; Linux keeps its own hook in
-/// `sys.rs`, next to its `MADV_DONTFORK` handling).
-#[cfg_attr(target_os = "linux", allow(dead_code))]
+/// Bumped in every child right after `fork`: a packed arena's writable view is not
+/// inherited (Linux: `MADV_DONTFORK`), so a child must not write through it.
 static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-#[cfg_attr(target_os = "linux", allow(dead_code))]
+/// Bumped in the forking process twice per `fork`: just before it, and once it returned.
+/// Memory a packed arena held when this count was read is shared with every child forked
+/// since the count changed (their code views map the same memfd): see [`forks_begun`].
+static FORKS_BEGUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn before_fork() {
+    FORKS_BEGUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+extern "C" fn after_fork_in_parent() {
+    FORKS_BEGUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
 extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The current fork generation (0 in the original process), registering the fork hook
-/// on first use: a packed arena's writable view is not inherited, so a child must not
-/// write through it.
-#[cfg_attr(target_os = "linux", allow(dead_code))]
-pub(crate) fn fork_generation() -> u64 {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        // SAFETY: registers a child handler that only increments an atomic (async-signal
-        // safe, as a post-fork child handler must be).
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+/// Registers the fork hooks (once); the error number if `pthread_atfork` refused (a
+/// packed arena is then unavailable: it could not tell a forked child). Only `fork` runs
+/// them: `vfork` and `posix_spawn` need none (the child shares the memory or only
+/// `exec`s), but a child made with a raw `clone`/`clone3` system call that goes on running
+/// this process's code is not seen (documented in SECURITY.md).
+pub(crate) fn register_fork_hooks() -> Result<(), i32> {
+    static HOOK: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let code = *HOOK.get_or_init(|| {
+        // SAFETY: registers handlers that only increment atomics (async-signal safe, as a
+        // post-fork child handler must be; none takes a lock).
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            )
+        }
     });
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(code)
+    }
+}
+
+/// The current fork generation (0 in the original process), registering the fork hooks
+/// on first use.
+pub(crate) fn fork_generation() -> u64 {
+    let _ = register_fork_hooks();
     FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How many times this process has begun or finished a `fork` (two per fork), registering
+/// the fork hooks on first use. A packed arena reads it when it hands out memory; if it
+/// differs when that memory is given back, a child may still run the code there (the
+/// child's views share the memfd's pages), so the parent must never write or release it.
+/// Reading it between the two increments of one fork counts that fork: a module being
+/// allocated while the process forks is treated as inherited.
+pub(crate) fn forks_begun() -> u64 {
+    let _ = register_fork_hooks();
+    FORKS_BEGUN.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Maps `len` bytes read/write, private and anonymous, starting at a multiple of `align`

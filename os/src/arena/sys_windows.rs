@@ -282,6 +282,16 @@ pub(crate) fn fork_generation() -> u64 {
     0
 }
 
+/// No `fork` on Windows: nothing to register.
+pub(crate) fn register_fork_hooks() -> Result<(), i32> {
+    Ok(())
+}
+
+/// No `fork` on Windows: no memory is ever shared with a child.
+pub(crate) fn forks_begun() -> u64 {
+    0
+}
+
 /// Decommitted pages read as zero when committed again: free pages always do.
 pub(crate) fn free_pages_read_zero(_shared: bool) -> bool {
     true
