@@ -379,6 +379,8 @@ fn build_in(
     spec.current_dir = Some(work.fd_path());
     spec.stderr_limit = MAX_DIAGNOSTICS;
     spec.deadline = deadline_after(compiler.timeout());
+    // elfjit's own sources, read from files: the limit is set while clang starts up.
+    spec.memory_limit = compiler.memory_limit();
     let output = child::run(&spec).map_err(|f| match f {
         Failure::TimedOut { .. } => emulation_error(
             arch,

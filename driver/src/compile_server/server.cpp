@@ -4,7 +4,8 @@
 //
 // The protocol (frames, magic numbers, caps, exit statuses) is defined once, in
 // driver/src/compile_server/protocol.rs; every ELFJIT_CS_* macro used here is passed
-// from there with -D when elfjit builds this file. Usage: SERVER PARENT_PID MEMORY_LIMIT.
+// from there with -D when elfjit builds this file. Usage: SERVER PARENT_PID (elfjit puts
+// its memory limit on it from outside, as on a spawned clang).
 //
 // Why the results equal a spawned clang's:
 // - the driver-level arguments go through clang's own Driver, as clang's main() does
@@ -54,7 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -550,18 +550,12 @@ bool parse_u64(const char *s, unsigned long long &out) {
 } // namespace
 
 int main(int argc, char **argv) {
-  unsigned long long parent_pid = 0, memory_limit = 0;
-  if (argc != 3 || !parse_u64(argv[1], parent_pid) || !parse_u64(argv[2], memory_limit) ||
-      parent_pid == 0 || parent_pid > INT32_MAX)
-    fail(ELFJIT_CS_EXIT_SETUP, "usage", "elfjit-compile-server PARENT_PID MEMORY_LIMIT");
+  unsigned long long parent_pid = 0;
+  if (argc != 2 || !parse_u64(argv[1], parent_pid) || parent_pid == 0 || parent_pid > INT32_MAX)
+    fail(ELFJIT_CS_EXIT_SETUP, "usage", "elfjit-compile-server PARENT_PID");
   parent = static_cast<pid_t>(parent_pid);
   if (getppid() != parent)
     fail(ELFJIT_CS_EXIT_PARENT_GONE, "the parent is gone", nullptr);
-  if (memory_limit != 0) {
-    struct rlimit lim = {memory_limit, memory_limit};
-    if (setrlimit(RLIMIT_AS, &lim) != 0)
-      fail(ELFJIT_CS_EXIT_SETUP, "cannot set the memory limit", strerror(errno));
-  }
   pthread_t watcher;
   if (pthread_create(&watcher, nullptr, watch_parent, nullptr) != 0)
     fail(ELFJIT_CS_EXIT_SETUP, "cannot start the parent watcher", nullptr);

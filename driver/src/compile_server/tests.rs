@@ -247,7 +247,7 @@ fn a_passed_deadline_kills_and_a_killed_server_is_reported() {
     assert!(!server.is_alive());
     // A memory limit too small for clang: the server dies, it is not a hang.
     let tiny = Limits {
-        memory_limit: Some(64 << 20),
+        memory_limit: Some(8 << 20),
         ..Limits::default()
     };
     let mut server = Server::start(&bin, &tiny).unwrap();
@@ -259,10 +259,7 @@ fn a_passed_deadline_kills_and_a_killed_server_is_reported() {
 fn run_raw(bin: &ServerBinary, input: &[u8]) -> child::Finished {
     let parts: [&[u8]; 1] = [input];
     let program = bin.program();
-    let mut spec = Spec::new(
-        &program,
-        vec![std::process::id().to_string().into(), "0".into()],
-    );
+    let mut spec = Spec::new(&program, vec![std::process::id().to_string().into()]);
     spec.input = if input.is_empty() { &[] } else { &parts };
     spec.stdout_limit = 1 << 20;
     spec.deadline = Some(Instant::now() + Duration::from_secs(60));
