@@ -411,6 +411,7 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
       // Everything of this request is freed before the next (the driver asks cc1 to
       // skip that, as its process is about to exit).
       frontend.DisableFree = false;
+      instance->getCodeGenOpts().DisableFree = false;
       instance->setVerboseOutputStream(diag_os);
       current_diagnostics = &diagnostics;
       current_engine = &instance->getDiagnostics();
