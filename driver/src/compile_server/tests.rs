@@ -195,6 +195,17 @@ fn global_state_is_refused_and_the_server_serves_on() {
         );
     }
     opts.extra_flags.clear();
+    let mut args = request_args(&c, &opts, host);
+    args[0] = "/usr/bin/another-clang".into();
+    let r = server.compile(
+        &Request {
+            args: &args,
+            source,
+            want_dependencies: false,
+        },
+        soon(),
+    );
+    assert!(matches!(r, Err(ServerError::NeedsSpawn { .. })), "{r:?}");
     let args = request_args(&c, &opts, host);
     let reply = server
         .compile(
