@@ -164,6 +164,50 @@ fn diagnostics_and_status_equal_spawned_clangs() {
 }
 
 #[test]
+fn diagnostics_past_the_cap_keep_the_spawned_head_and_the_server_serves_on() {
+    let c = compiler();
+    let bin = binary(&c);
+    let mut server = Server::start(&bin, &Limits::default()).unwrap();
+    let host = HostInfo::current();
+    let opts = CompileOptions::new(Lang::C, Arch::X86_64);
+    // Each warning quotes its 300-byte line: about 7 MiB of diagnostics.
+    let source = format!("#warning {}\n", "w".repeat(300)).repeat(10_000);
+    let spawned_head = match c.compile_for_host(source.as_bytes(), &opts, host) {
+        Err(crate::Error::ClangFailed { stderr, .. }) => stderr,
+        other => panic!("{other:?}"),
+    };
+    let args = request_args(&c, &opts, host);
+    let req = Request {
+        args: &args,
+        source: source.as_bytes(),
+        want_dependencies: false,
+    };
+    match server.compile(&req, soon()) {
+        Err(ServerError::TooMuchOutput {
+            stream: crate::child::Stream::Stderr,
+            limit,
+            diagnostics,
+        }) => {
+            assert_eq!(limit, crate::clang::MAX_DIAGNOSTICS);
+            assert_eq!(diagnostics.len(), limit);
+            assert!(String::from_utf8_lossy(&diagnostics) == spawned_head);
+        }
+        other => panic!("{other:?}"),
+    }
+    let small = b"int f(void) { return 2; }\n";
+    let req = Request {
+        args: &args,
+        source: small,
+        want_dependencies: false,
+    };
+    let reply = server.compile(&req, soon()).unwrap();
+    assert_eq!(
+        reply.object,
+        c.compile_for_host(small, &opts, host).unwrap()
+    );
+}
+
+#[test]
 fn global_state_is_refused_and_the_server_serves_on() {
     let c = compiler();
     let bin = binary(&c);
