@@ -460,7 +460,7 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 #[test]
-#[ignore = "10,000 compiles: about a minute; run with --ignored"]
+#[ignore = "10,000 compiles: about 5 minutes on a busy 2-core machine; run with --ignored"]
 fn resident_memory_is_flat_over_ten_thousand_compiles() {
     let c = compiler();
     let bin = binary(&c);
