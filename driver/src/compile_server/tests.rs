@@ -222,6 +222,10 @@ fn global_state_is_refused_and_the_server_serves_on() {
         &["-mllvm", "-unroll-threshold=1"][..],
         &["-S"],
         &["-fno-integrated-as"],
+        &["-v"],
+        &["-###"],
+        &["-ftime-report"],
+        &["-save-temps"],
     ] {
         opts.extra_flags = extra.iter().map(|s| s.to_string()).collect();
         let args = request_args(&c, &opts, host);
