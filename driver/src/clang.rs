@@ -25,7 +25,7 @@ pub const MAX_DIAGNOSTICS: usize = 4 << 20;
 /// The most bytes of `clang --version` output read.
 const MAX_VERSION_OUTPUT: usize = 64 << 10;
 /// The most bytes of dependency list (`-MD`) read for the compile cache.
-const MAX_DEPENDENCY_LIST: usize = 1 << 20;
+pub(crate) const MAX_DEPENDENCY_LIST: usize = 1 << 20;
 
 /// C `source` prefixed with a `#line 1 "<path>"` directive naming `path` (made absolute),
 /// so that debug information compiled from a pipe names the file it came from.
@@ -244,11 +244,10 @@ impl Compiler {
         host: HostInfo,
         dependencies: bool,
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        let mut args: Vec<OsString> = clang_args(opts, host)
+        let args: Vec<OsString> = compile_args(opts, host)
             .into_iter()
             .map(OsString::from)
             .collect();
-        args.extend(["-", "-o", "-"].map(OsString::from));
         let side = |pipe: &Path| -> Vec<OsString> {
             ["-MD", "-MT", "x", "-MF"]
                 .iter()
@@ -367,6 +366,15 @@ impl Compiler {
             },
         }
     }
+}
+
+/// The arguments a spawned clang gets to compile `opts` from stdin to stdout (after its
+/// executable): [`clang_args`], then `- -o -`. A compile server's request carries the
+/// same list.
+pub(crate) fn compile_args(opts: &CompileOptions, host: HostInfo) -> Vec<String> {
+    let mut args = clang_args(opts, host);
+    args.extend(["-", "-o", "-"].map(String::from));
+    args
 }
 
 /// The files a make-style dependency rule (`-MD -MF`, target `x`) names, in order,

@@ -43,6 +43,9 @@ pub mod bounded;
 pub mod cache;
 pub mod child;
 pub mod clang;
+// Until the pool and `Compiler::compile` use it (issue 27), only the tests do.
+#[allow(dead_code, unused_imports)]
+mod compile_server;
 pub mod error;
 #[cfg(feature = "dlopen-fallback")]
 pub mod fallback;
@@ -68,6 +71,7 @@ pub mod private_dir;
 pub mod run;
 pub mod symbol;
 mod symbols;
+pub mod verified;
 #[cfg(not(feature = "dlopen-fallback"))]
 mod warmup;
 
