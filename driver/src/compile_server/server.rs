@@ -254,8 +254,7 @@ impl Server {
             set_nonblocking(fd).map_err(io_error("cannot set up the compile server's pipes"))?;
         }
         let [stdin, stdout, stderr] = pipes;
-        let pidfd =
-            rustix::process::pidfd_open(running.pid(), rustix::process::PidfdFlags::empty()).ok();
+        let pidfd = crate::platform::exit_notifier(running.pid());
         Ok(Server {
             running: Some(running),
             pid,
