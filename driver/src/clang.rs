@@ -6,6 +6,7 @@
 //! killed when it overruns the timeout, and always reaped.
 
 use crate::bounded::describe_size;
+use crate::compile_server::Reply;
 use crate::child::{self, deadline_after, Failure, Finished, SideArgs, Spec, Stream};
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
@@ -220,10 +221,13 @@ impl Compiler {
         host: HostInfo,
         dependencies: bool,
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        let mut args: Vec<OsString> = clang_args(opts, host)
-            .into_iter()
-            .map(OsString::from)
-            .collect();
+        let driver_args = clang_args(opts, host);
+        if let Some(reply) =
+            crate::route::compile_on_server(self, &driver_args, source, dependencies)?
+        {
+            return self.from_server(reply);
+        }
+        let mut args: Vec<OsString> = driver_args.into_iter().map(OsString::from).collect();
         args.extend(["-", "-o", "-"].map(OsString::from));
         let side = |pipe: &Path| -> Vec<OsString> {
             ["-MD", "-MT", "x", "-MF"]
@@ -255,6 +259,24 @@ impl Compiler {
         }
         let files = parse_dependencies(&out.side);
         Ok((out.stdout, files))
+    }
+
+    /// A compile server's reply as the spawned path's result: the same errors for a
+    /// failed compile or an empty object (the server reports clang's exit status).
+    fn from_server(&self, reply: Reply) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+        let failed = |status: String| Error::ClangFailed {
+            clang: self.path.clone(),
+            status,
+            stderr: String::from_utf8_lossy(&reply.diagnostics).into_owned(),
+        };
+        if reply.status != 0 {
+            return Err(failed(format!("exit status: {}", reply.status)));
+        }
+        if reply.object.is_empty() {
+            return Err(failed("exited successfully but wrote no object".to_string()));
+        }
+        let files = parse_dependencies(reply.dependencies.as_deref().unwrap_or_default());
+        Ok((reply.object, files))
     }
 
     /// Runs clang with `args` and nothing on stdin (a link: the dlopen-fallback's

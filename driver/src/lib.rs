@@ -42,6 +42,7 @@ pub mod bounded;
 pub mod cache;
 pub mod child;
 pub mod clang;
+mod compile_server;
 pub mod error;
 #[cfg(feature = "dlopen-fallback")]
 pub mod fallback;
@@ -55,6 +56,7 @@ pub mod notes;
 pub use elfjit_observe as observe;
 pub mod parallel;
 pub mod private_dir;
+pub mod route;
 pub mod run;
 pub mod symbol;
 mod symbols;

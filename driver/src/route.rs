@@ -1,0 +1,262 @@
+//! Which compiler a compile goes to: a warm compile server from the process's pool, or a
+//! clang spawned for it.
+//!
+//! `ELFJIT_COMPILER` decides: unset or empty, a server when one can be had and a spawned
+//! clang otherwise, with one note per process saying why (no server for this clang, a server
+//! that cannot be started or keeps failing); `spawn`, always a spawned clang; `server`,
+//! always a server, and an error where there is none. Any other value is an error naming
+//! it. Flags a server must not compile (`-mllvm`, which changes LLVM's global state) are
+//! spawned whatever the setting.
+//!
+//! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
+//! reports it) and [`describe`] what would compile the next one (`elfjit --version`).
+
+use crate::clang::Compiler;
+use crate::compile_server::pool::{self, Pool, Served};
+use crate::compile_server::{Limits, Reply, Request};
+use crate::error::{Error, Result};
+use std::cell::RefCell;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The environment variable that chooses the compiler.
+pub const COMPILER_ENV: &str = "ELFJIT_COMPILER";
+
+/// What `ELFJIT_COMPILER` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A server where one can be had, else a spawned clang (unset or empty).
+    Auto,
+    /// Always spawn clang (`spawn`).
+    Spawn,
+    /// Always a server; no server is an error (`server`).
+    Server,
+}
+
+impl Mode {
+    /// The mode `ELFJIT_COMPILER=value` asks for (`None`: unset).
+    pub fn from_value(value: Option<&std::ffi::OsStr>) -> Result<Mode> {
+        match value.map(|v| v.to_string_lossy()) {
+            None => Ok(Mode::Auto),
+            Some(v) if v.is_empty() => Ok(Mode::Auto),
+            Some(v) if v == "spawn" => Ok(Mode::Spawn),
+            Some(v) if v == "server" => Ok(Mode::Server),
+            Some(v) => Err(Error::BadArgument {
+                what: format!("{COMPILER_ENV} `{v}`"),
+                reason: "expected `spawn` (always run clang), `server` (always a compile \
+                         server) or nothing (a server where one can be had)"
+                    .to_string(),
+            }),
+        }
+    }
+
+    /// The mode this process's environment asks for.
+    pub fn from_env() -> Result<Mode> {
+        Mode::from_value(std::env::var_os(COMPILER_ENV).as_deref())
+    }
+}
+
+/// What compiled a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompiledBy {
+    /// A compile server of this process's pool.
+    Server {
+        /// Its process id.
+        pid: u32,
+        /// The server executable.
+        binary: PathBuf,
+    },
+    /// A clang spawned for the compile.
+    Spawned {
+        /// Why no server compiled it.
+        reason: String,
+    },
+}
+
+impl fmt::Display for CompiledBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompiledBy::Server { pid, binary } => {
+                write!(f, "compile server (pid {pid}, {})", binary.display())
+            }
+            CompiledBy::Spawned { reason } => write!(f, "spawned clang ({reason})"),
+        }
+    }
+}
+
+thread_local! {
+    static LAST: RefCell<Option<CompiledBy>> = const { RefCell::new(None) };
+}
+
+/// What compiled this thread's last kernel (`None` before its first compile).
+pub fn last_compile() -> Option<CompiledBy> {
+    LAST.with(|l| l.borrow().clone())
+}
+
+fn record(by: CompiledBy) {
+    LAST.with(|l| *l.borrow_mut() = Some(by));
+}
+
+/// What would compile a kernel with `compiler` now, starting a server if the pool has none
+/// running (its pid is then the one reported).
+pub fn describe(compiler: &Compiler) -> Result<CompiledBy> {
+    match choose(compiler)? {
+        Choice::Spawn(reason) => Ok(CompiledBy::Spawned { reason }),
+        Choice::Pool(pool) => match pool.warm() {
+            Ok(pid) => Ok(CompiledBy::Server {
+                pid,
+                binary: pool.binary().path().to_path_buf(),
+            }),
+            Err(why) => Ok(CompiledBy::Spawned {
+                reason: unavailable(Mode::from_env()?, compiler, why)?,
+            }),
+        },
+    }
+}
+
+/// The pids of this process's compile servers, so that tests can find (and kill) one.
+#[doc(hidden)]
+pub fn server_pids() -> Vec<u32> {
+    pool::all_pids()
+}
+
+enum Choice {
+    Pool(Arc<Pool>),
+    Spawn(String),
+}
+
+/// The limits `compiler`'s servers run under.
+fn limits(_compiler: &Compiler) -> Result<Limits> {
+    Ok(Limits {
+        memory_limit: crate::memory_limit::compile_memory_from_env()?,
+    })
+}
+
+fn choose(compiler: &Compiler) -> Result<Choice> {
+    let mode = Mode::from_env()?;
+    if mode == Mode::Spawn {
+        return Ok(Choice::Spawn(format!("{COMPILER_ENV}=spawn")));
+    }
+    match pool::for_compiler(compiler, &limits(compiler)?)? {
+        Ok(pool) => Ok(Choice::Pool(pool)),
+        Err(why) => unavailable(mode, compiler, why).map(Choice::Spawn),
+    }
+}
+
+/// No server for `compiler`, for reason `why`: under [`Mode::Server`] an error, else a
+/// spawned clang and the process's one note about it; returns the reason to record.
+fn unavailable(mode: Mode, compiler: &Compiler, why: String) -> Result<String> {
+    if mode == Mode::Server {
+        return Err(Error::CompileServer {
+            clang: compiler.path().to_path_buf(),
+            message: format!("{COMPILER_ENV}=server, but there is no server: {why}"),
+        });
+    }
+    crate::notes::once("compile server", "unavailable", || {
+        format!(
+            "compiling with a spawned {} for every kernel (slower): {why}",
+            compiler.path().display()
+        )
+    });
+    Ok(format!("no compile server: {why}"))
+}
+
+/// Compiles `source` with the driver-level `args` (what [`crate::flags::clang_args`]
+/// gives) on a server, when one is to be used: `Some` is the server's reply, `None` means
+/// spawn clang (the reason is recorded for [`last_compile`]).
+pub(crate) fn compile_on_server(
+    compiler: &Compiler,
+    args: &[String],
+    source: &[u8],
+    want_dependencies: bool,
+) -> Result<Option<Reply>> {
+    let pool = match choose(compiler)? {
+        Choice::Pool(pool) => pool,
+        Choice::Spawn(reason) => {
+            record(CompiledBy::Spawned { reason });
+            return Ok(None);
+        }
+    };
+    let deadline = Instant::now().checked_add(compiler.timeout());
+    let request = Request {
+        args,
+        source,
+        want_dependencies,
+    };
+    match pool.compile(&request, deadline, compiler)? {
+        Served::Reply { reply, pid } => {
+            record(CompiledBy::Server {
+                pid,
+                binary: pool.binary().path().to_path_buf(),
+            });
+            Ok(Some(reply))
+        }
+        Served::Spawn {
+            reason,
+            fallback: true,
+        } => {
+            let reason = unavailable(Mode::from_env()?, compiler, reason)?;
+            record(CompiledBy::Spawned { reason });
+            Ok(None)
+        }
+        Served::Spawn {
+            reason,
+            fallback: false,
+        } => {
+            record(CompiledBy::Spawned { reason });
+            Ok(None)
+        }
+    }
+}
+
+/// Starts a server for the clang [`Compiler::find`] finds on a thread of its own, so that
+/// the first compile finds one running; does nothing under `ELFJIT_COMPILER=spawn`, with
+/// no clang, or once already done. The thread only waits for the server; a process that
+/// exits meanwhile takes it along (and the server sees its parent gone and exits).
+pub(crate) fn warm_in_background() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        if Mode::from_env().ok() == Some(Mode::Spawn) {
+            return;
+        }
+        // No thread: the first compile starts the server instead.
+        let _ = std::thread::Builder::new()
+            .name("elfjit-compile-server-start".into())
+            .spawn(|| {
+                if let Ok(compiler) = Compiler::find() {
+                    // Errors surface again, with their note, at the first compile.
+                    let _ = choose(&compiler).map(|choice| match choice {
+                        Choice::Pool(pool) => drop(pool.warm()),
+                        Choice::Spawn(_) => {}
+                    });
+                }
+            });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn modes() {
+        assert_eq!(Mode::from_value(None).unwrap(), Mode::Auto);
+        assert_eq!(Mode::from_value(Some(OsStr::new(""))).unwrap(), Mode::Auto);
+        assert_eq!(
+            Mode::from_value(Some(OsStr::new("spawn"))).unwrap(),
+            Mode::Spawn
+        );
+        assert_eq!(
+            Mode::from_value(Some(OsStr::new("server"))).unwrap(),
+            Mode::Server
+        );
+        let e = Mode::from_value(Some(OsStr::new("Server ")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ELFJIT_COMPILER `Server `"), "{e}");
+        assert!(e.contains("spawn"), "{e}");
+    }
+}
