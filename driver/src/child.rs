@@ -225,7 +225,8 @@ impl Reader {
 }
 
 /// The running child: killed with its group and reaped when dropped, whatever happened.
-struct Running {
+/// (Also the compile server's process: [`crate::compile_server`].)
+pub(crate) struct Running {
     child: Child,
     pid: Pid,
     /// Its place in [`LIVE`], if there was room.
@@ -294,13 +295,36 @@ extern "C" fn on_termination(sig: libc::c_int) {
 }
 
 impl Running {
-    fn kill_group(&self) {
+    /// Spawns `cmd` (which must put the child in its own process group) and registers
+    /// its group for [`stop_children_on_termination_signals`].
+    pub(crate) fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Running> {
+        let child = cmd.spawn()?;
+        let pid = Pid::from_child(&child);
+        Ok(Running {
+            pid,
+            slot: register(pid),
+            child,
+            reaped: false,
+        })
+    }
+
+    /// The child's process id (its group's id too).
+    pub(crate) fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The child, for its pipes.
+    pub(crate) fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    pub(crate) fn kill_group(&self) {
         // The child is not reaped yet, so its pid (the group's id) cannot have been
         // reused. ESRCH (nobody left) is fine.
         let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
     }
 
-    fn exited(&self) -> std::io::Result<bool> {
+    pub(crate) fn exited(&self) -> std::io::Result<bool> {
         // WNOWAIT: look, but leave the zombie (and with it the group id) in place until
         // the group has been killed.
         let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
@@ -312,7 +336,7 @@ impl Running {
     }
 
     /// Kills what is left of the group and reaps the child.
-    fn finish(mut self) -> std::io::Result<ExitStatus> {
+    pub(crate) fn finish(mut self) -> std::io::Result<ExitStatus> {
         self.kill_group();
         unregister(self.slot.take());
         self.reaped = true;
@@ -331,7 +355,7 @@ impl Drop for Running {
     }
 }
 
-fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
+pub(crate) fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
     let flags = rustix::fs::fcntl_getfl(fd)?;
     rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK)?;
     Ok(())
@@ -339,7 +363,7 @@ fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 
 /// How long `poll` may sleep: until the deadline, the grace period's end, or (without a
 /// pidfd to wake it at the child's exit) a short slice.
-fn poll_timeout(
+pub(crate) fn poll_timeout(
     until: Option<Instant>,
     slice: Option<Duration>,
 ) -> Option<rustix::event::Timespec> {
@@ -386,16 +410,10 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
         side_write = Some(write);
         side_reader = Reader::new(Some(read), limit, Stream::Side);
     }
-    let child = cmd.spawn().map_err(Failure::Spawn)?;
-    let mut running = Running {
-        pid: Pid::from_child(&child),
-        slot: register(Pid::from_child(&child)),
-        child,
-        reaped: false,
-    };
+    let mut running = Running::spawn(&mut cmd).map_err(Failure::Spawn)?;
     if let Some(bytes) = spec.memory_limit {
         // Before stdin gets a byte. On failure `running` is dropped: killed and reaped.
-        limit_memory(Some(running.pid), bytes).map_err(|e| {
+        limit_memory(Some(running.pid()), bytes).map_err(|e| {
             Failure::Spawn(std::io::Error::new(
                 e.kind(),
                 format!("cannot limit its memory to {bytes} bytes: {e}"),
@@ -408,14 +426,14 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
         }
         Ok(fd)
     };
-    let mut stdin = take(running.child.stdin.take().map(OwnedFd::from))?;
+    let mut stdin = take(running.child_mut().stdin.take().map(OwnedFd::from))?;
     let mut out = Reader::new(
-        take(running.child.stdout.take().map(OwnedFd::from))?,
+        take(running.child_mut().stdout.take().map(OwnedFd::from))?,
         spec.stdout_limit,
         Stream::Stdout,
     );
     let mut err = Reader::new(
-        take(running.child.stderr.take().map(OwnedFd::from))?,
+        take(running.child_mut().stderr.take().map(OwnedFd::from))?,
         spec.stderr_limit,
         Stream::Stderr,
     );

@@ -25,7 +25,7 @@ pub const MAX_DIAGNOSTICS: usize = 4 << 20;
 /// The most bytes of `clang --version` output read.
 const MAX_VERSION_OUTPUT: usize = 64 << 10;
 /// The most bytes of dependency list (`-MD`) read for the compile cache.
-const MAX_DEPENDENCY_LIST: usize = 1 << 20;
+pub(crate) const MAX_DEPENDENCY_LIST: usize = 1 << 20;
 
 /// C `source` prefixed with a `#line 1 "<path>"` directive naming `path` (made absolute),
 /// so that debug information compiled from a pipe names the file it came from.
@@ -221,14 +221,11 @@ impl Compiler {
         host: HostInfo,
         dependencies: bool,
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        let driver_args = clang_args(opts, host);
-        if let Some(reply) =
-            crate::route::compile_on_server(self, &driver_args, source, dependencies)?
-        {
+        let args = compile_args(opts, host);
+        if let Some(reply) = crate::route::compile_on_server(self, &args, source, dependencies)? {
             return self.from_server(reply);
         }
-        let mut args: Vec<OsString> = driver_args.into_iter().map(OsString::from).collect();
-        args.extend(["-", "-o", "-"].map(OsString::from));
+        let args: Vec<OsString> = args.into_iter().map(OsString::from).collect();
         let side = |pipe: &Path| -> Vec<OsString> {
             ["-MD", "-MT", "x", "-MF"]
                 .iter()
@@ -308,7 +305,7 @@ impl Compiler {
     }
 
     /// The error for a clang run that did not finish by itself.
-    fn failure(&self, f: Failure, what: &str) -> Error {
+    pub(crate) fn failure(&self, f: Failure, what: &str) -> Error {
         let clang = self.path.clone();
         match f {
             Failure::Spawn(source) => Error::Io {
@@ -354,6 +351,15 @@ impl Compiler {
             },
         }
     }
+}
+
+/// The arguments a spawned clang gets to compile `opts` from stdin to stdout (after its
+/// executable): [`clang_args`], then `- -o -`. A compile server's request carries the
+/// same list.
+pub(crate) fn compile_args(opts: &CompileOptions, host: HostInfo) -> Vec<String> {
+    let mut args = clang_args(opts, host);
+    args.extend(["-", "-o", "-"].map(String::from));
+    args
 }
 
 /// The files a make-style dependency rule (`-MD -MF`, target `x`) names, in order,

@@ -42,6 +42,8 @@ pub mod bounded;
 pub mod cache;
 pub mod child;
 pub mod clang;
+// Until the pool and `Compiler::compile` use it (issue 27), only the tests do.
+#[cfg_attr(not(test), allow(dead_code, unused_imports))]
 mod compile_server;
 pub mod error;
 #[cfg(feature = "dlopen-fallback")]
@@ -60,6 +62,7 @@ pub mod route;
 pub mod run;
 pub mod symbol;
 mod symbols;
+pub mod verified;
 #[cfg(not(feature = "dlopen-fallback"))]
 mod warmup;
 

@@ -131,6 +131,7 @@ enum Choice {
 fn limits(_compiler: &Compiler) -> Result<Limits> {
     Ok(Limits {
         memory_limit: crate::memory_limit::compile_memory_from_env()?,
+        ..Limits::default()
     })
 }
 
@@ -163,9 +164,9 @@ fn unavailable(mode: Mode, compiler: &Compiler, why: String) -> Result<String> {
     Ok(format!("no compile server: {why}"))
 }
 
-/// Compiles `source` with the driver-level `args` (what [`crate::flags::clang_args`]
-/// gives) on a server, when one is to be used: `Some` is the server's reply, `None` means
-/// spawn clang (the reason is recorded for [`last_compile`]).
+/// Compiles `source` with the arguments a spawned `compiler` would get (`args`, after
+/// the executable) on a server, when one is to be used: `Some` is the server's reply,
+/// `None` means spawn clang (the reason is recorded for [`last_compile`]).
 pub(crate) fn compile_on_server(
     compiler: &Compiler,
     args: &[String],
@@ -179,9 +180,20 @@ pub(crate) fn compile_on_server(
             return Ok(None);
         }
     };
+    // The protocol carries text: a clang whose path is not UTF-8 is spawned.
+    let Some(clang) = compiler.path().to_str() else {
+        record(CompiledBy::Spawned {
+            reason: "the clang's path is not UTF-8".to_string(),
+        });
+        return Ok(None);
+    };
+    let argv: Vec<String> = std::iter::once(clang)
+        .chain(args.iter().map(String::as_str))
+        .map(str::to_string)
+        .collect();
     let deadline = Instant::now().checked_add(compiler.timeout());
     let request = Request {
-        args,
+        args: &argv,
         source,
         want_dependencies,
     };

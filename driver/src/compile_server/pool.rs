@@ -25,6 +25,7 @@
 //!   the memory limit its servers run under.
 
 use super::{Limits, Reply, Request, Server, ServerBinary, ServerError};
+use crate::child::Failure;
 use crate::clang::Compiler;
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -37,6 +38,8 @@ pub const DEFAULT_MAX_SERVERS: usize = 8;
 pub const MAX_SERVERS: usize = 256;
 /// How long an unused server stays up.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long [`crate::prepare`]'s background start waits for a server to be ready.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Failed requests in a row (each already retried once) after which a pool is given up.
 pub const DEATHS_BEFORE_GIVING_UP: u32 = 3;
 
@@ -88,7 +91,7 @@ pub(crate) enum Served {
 
 /// The servers of one clang.
 pub(crate) struct Pool {
-    binary: ServerBinary,
+    binary: Arc<ServerBinary>,
     limits: Limits,
     size: usize,
     state: Mutex<State>,
@@ -143,7 +146,7 @@ enum Checkout<'a> {
 }
 
 impl Pool {
-    fn new(binary: ServerBinary, limits: Limits, size: usize) -> Pool {
+    fn new(binary: Arc<ServerBinary>, limits: Limits, size: usize) -> Pool {
         Pool {
             binary,
             limits,
@@ -289,20 +292,31 @@ impl Pool {
                     self.lock().failures_in_a_row = 0;
                     return Ok(Served::Reply { reply, pid });
                 }
-                Err(ServerError::NeedsSpawn { .. }) => {
+                Err(ServerError::NeedsSpawn { reason }) => {
                     return Ok(Served::Spawn {
-                        reason: "these flags change LLVM's global state, which a shared \
-                                 server must not keep"
-                            .to_string(),
+                        reason: format!("the compile server does not take this compile: {reason}"),
                         fallback: false,
                     });
+                }
+                Err(ServerError::TooMuchOutput {
+                    stream,
+                    limit,
+                    diagnostics,
+                }) => {
+                    // The server serves on; the error is the spawned clang's.
+                    let too_much = Failure::TooMuchOutput {
+                        stream,
+                        limit,
+                        stderr: diagnostics,
+                    };
+                    return Err(clang.failure(too_much, "object"));
                 }
                 Err(ServerError::Timeout { .. }) => {
                     lease.kill();
                     return Err(timeout());
                 }
                 Err(e) => {
-                    let what = format!("compile server {pid}: {e}");
+                    let what = e.to_string();
                     lease.kill();
                     let Some(first) = first_failure.take() else {
                         first_failure = Some(what);
@@ -333,11 +347,19 @@ impl Pool {
     /// [`crate::prepare`] does so the first compile finds one running. Returns its pid.
     pub(crate) fn warm(&self) -> std::result::Result<u32, String> {
         match self.checkout(None) {
-            Checkout::Got(lease) => lease
-                .server
-                .as_ref()
-                .map(Server::pid)
-                .ok_or_else(|| "no server".to_string()),
+            Checkout::Got(mut lease) => {
+                let Some(server) = lease.server.as_mut() else {
+                    return Err("no server".to_string());
+                };
+                let pid = server.pid();
+                match server.wait_ready(Instant::now() + START_TIMEOUT) {
+                    Ok(_) => Ok(pid),
+                    Err(e) => {
+                        lease.kill();
+                        Err(e.to_string())
+                    }
+                }
+            }
             Checkout::TimedOut => Err("no server came back".to_string()),
             Checkout::GivenUp(why) => Err(why),
         }
