@@ -9,7 +9,7 @@ use std::time::Duration;
 
 fn server_required() {
     static SET: Once = Once::new();
-    // SAFETY-free: set before any compile of this test binary (every test calls this
+    // Set before any compile of this test binary (every test calls this
     // first), to the same value by every test.
     SET.call_once(|| std::env::set_var("ELFJIT_COMPILER", "server"));
 }
@@ -94,6 +94,26 @@ fn a_request_past_its_deadline_is_a_timeout_and_the_pool_recovers() {
     assert_eq!(unsafe { after() }, 7);
 }
 
+/// What clang itself makes of `src` (stdout, stderr), spawned with the arguments elfjit
+/// gives it.
+fn spawned_clang(compiler: &Compiler, src: &[u8]) -> (Vec<u8>, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(compiler.path())
+        .args(elfjit::flags::clang_args(
+            &host_opts(),
+            elfjit::flags::HostInfo::current(),
+        ))
+        .args(["-", "-o", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(src).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
 fn objects_and_diagnostics_are_the_spawned_clangs() {
     server_required();
@@ -101,15 +121,12 @@ fn objects_and_diagnostics_are_the_spawned_clangs() {
     let src = b"float saxpy(float a, float *x, float *y, int n) { float s = 0; for (int i = 0; i < n; i++) s += a * x[i] + y[i]; return s; }";
     let served = compiler.compile(src, &host_opts()).unwrap();
     assert_served();
-    let err = compiler
-        .compile(b"int broken( {", &host_opts())
-        .unwrap_err()
-        .to_string();
+    assert_eq!(served, spawned_clang(&compiler, src).0);
+    let broken = b"int broken( {";
+    let err = compiler.compile(broken, &host_opts()).unwrap_err();
     assert_served();
-    std::env::set_var("ELFJIT_COMPILER", "spawn");
-    let spawned = compiler.compile(src, &host_opts());
-    let spawned_err = compiler.compile(b"int broken( {", &host_opts());
-    std::env::set_var("ELFJIT_COMPILER", "server");
-    assert_eq!(served, spawned.unwrap());
-    assert_eq!(err, spawned_err.unwrap_err().to_string());
+    let Error::ClangFailed { stderr, .. } = err else {
+        panic!("{err}")
+    };
+    assert_eq!(stderr, spawned_clang(&compiler, broken).1);
 }
