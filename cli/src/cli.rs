@@ -31,6 +31,8 @@ const RUN_AFTER_HELP: &str = "\
 --json prints exactly one JSON object on stdout:
   {\"target\": \"...\", \"entry\": \"...\", \"return\": <number>|null,
    \"args\": [<scalar as given> | [<buffer values after the call>], ...],
+   \"compiler\": {\"kind\": \"server\", \"pid\": <pid>, \"binary\": \"...\"}
+             | {\"kind\": \"spawn\", \"reason\": \"...\"} (absent on a cache hit),
    \"timings_us\": {\"compile\": <f64>, \"load\": <f64>, \"call\": <f64>}}
 floats as shortest round-trip decimals; NaN/infinities as \"nan\", \"inf\", \"-inf\".
 Exit 0 on success; otherwise non-zero and one clear error on stderr.";

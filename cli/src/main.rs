@@ -136,8 +136,13 @@ fn version() -> Result<(), Failure> {
         },
         Err(e) => e.to_string(),
     };
+    // What would compile a kernel: a server (started now if none runs) or a spawned clang.
+    let compiler = match Compiler::find().and_then(|c| elfjit::route::describe(&c)) {
+        Ok(by) => by.to_string(),
+        Err(e) => format!("none ({e})"),
+    };
     out(&format!(
-        "elfjit {}\nclang: {clang}\n",
+        "elfjit {}\nclang: {clang}\ncompiler: {compiler}\n",
         env!("CARGO_PKG_VERSION")
     ))
 }
@@ -237,10 +242,14 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     // then names.
     let (outcome, status) =
         unsafe { run_on(executor_for(&req, &native), &compiler, cache.as_ref(), &req) }?;
+    // What compiled the kernel (on a cache hit nothing did, whatever compiled an
+    // emulated run's call shim).
+    let compiled_by =
+        elfjit::route::last_compile().filter(|_| status != Some(elfjit::CacheStatus::Hit));
     if args.json {
         // Streamed: a large buffer is printed element by element, never held as text.
         write_out(|w| {
-            json::write(&outcome, status, w)?;
+            json::write(&outcome, status, compiled_by.as_ref(), w)?;
             w.write_all(b"\n")
         })
     } else {

@@ -6,8 +6,8 @@
 //! killed when it overruns the timeout, and always reaped.
 
 use crate::bounded::describe_size;
-use crate::compile_server::Reply;
 use crate::child::{self, deadline_after, Failure, Finished, SideArgs, Spec, Stream};
+use crate::compile_server::Reply;
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 pub use crate::flags::{CompileOptions, Lang};
@@ -270,7 +270,9 @@ impl Compiler {
             return Err(failed(format!("exit status: {}", reply.status)));
         }
         if reply.object.is_empty() {
-            return Err(failed("exited successfully but wrote no object".to_string()));
+            return Err(failed(
+                "exited successfully but wrote no object".to_string(),
+            ));
         }
         let files = parse_dependencies(reply.dependencies.as_deref().unwrap_or_default());
         Ok((reply.object, files))

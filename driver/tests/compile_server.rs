@@ -80,9 +80,14 @@ fn a_request_past_its_deadline_is_a_timeout_and_the_pool_recovers() {
     let slow = Compiler::find()
         .unwrap()
         .with_timeout(Duration::from_secs(1));
-    let err = slow.compile(slow_source(400).as_bytes(), &opts).unwrap_err();
+    let err = slow
+        .compile(slow_source(400).as_bytes(), &opts)
+        .unwrap_err();
     assert!(matches!(err, Error::ClangTimeout { .. }), "{err}");
-    assert!(err.to_string().contains("did not finish within 1.0 s"), "{err}");
+    assert!(
+        err.to_string().contains("did not finish within 1.0 s"),
+        "{err}"
+    );
     let object = Compiler::find()
         .unwrap()
         .compile(b"int after(void) { return 7; }", &host_opts())
@@ -111,7 +116,10 @@ fn spawned_clang(compiler: &Compiler, src: &[u8]) -> (Vec<u8>, String) {
         .unwrap();
     child.stdin.take().unwrap().write_all(src).unwrap();
     let out = child.wait_with_output().unwrap();
-    (out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]

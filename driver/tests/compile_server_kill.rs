@@ -32,7 +32,9 @@ fn a_server_killed_mid_request_is_replaced_and_the_request_retried() {
     let compiler = Compiler::find().unwrap();
     let mut opts = CompileOptions::new(Lang::C, Arch::host().unwrap());
     opts.opt_level = 3;
-    compiler.compile(b"int warm(void) { return 1; }", &opts).unwrap();
+    compiler
+        .compile(b"int warm(void) { return 1; }", &opts)
+        .unwrap();
     let first = served_by();
     assert_eq!(server_pids(), [first]);
     let idle = cpu_ticks(first).unwrap();

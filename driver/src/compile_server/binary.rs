@@ -176,12 +176,8 @@ fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavai
             compiler.path().display()
         ))
     })?;
-    let real = std::fs::canonicalize(compiler.path()).map_err(|e| {
-        unavailable(format!(
-            "cannot resolve {}: {e}",
-            compiler.path().display()
-        ))
-    })?;
+    let real = std::fs::canonicalize(compiler.path())
+        .map_err(|e| unavailable(format!("cannot resolve {}: {e}", compiler.path().display())))?;
     let name = server_name(&real, &version);
     let cache = PrivateDir::open(dir, true).map_err(|e| {
         unavailable(format!(
@@ -281,17 +277,20 @@ impl Toolchain {
                 .map(|d| d.join(&versioned))
                 .find(|p| p.is_file())
         });
-        let config = beside
-            .filter(|p| p.is_file())
-            .or(in_path)
-            .ok_or_else(|| {
-                unavailable(format!(
-                    "no llvm-config beside {} nor {versioned} in PATH (Debian/Ubuntu: \
+        let config = beside.filter(|p| p.is_file()).or(in_path).ok_or_else(|| {
+            unavailable(format!(
+                "no llvm-config beside {} nor {versioned} in PATH (Debian/Ubuntu: \
                      `apt-get install llvm-{major}-dev libclang-{major}-dev`)",
-                    clang.display()
-                ))
-            })?;
-        let args = ["--version", "--libdir", "--includedir", "--cxxflags", "--has-rtti"];
+                clang.display()
+            ))
+        })?;
+        let args = [
+            "--version",
+            "--libdir",
+            "--includedir",
+            "--cxxflags",
+            "--has-rtti",
+        ];
         let mut spec = Spec::new(&config, args.iter().map(OsString::from).collect());
         spec.stdout_limit = MAX_TOOL_OUTPUT;
         spec.stderr_limit = MAX_TOOL_OUTPUT;
@@ -329,7 +328,11 @@ impl Toolchain {
             let mut names: Vec<String> = std::fs::read_dir(&libdir)
                 .ok()?
                 .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| stems.iter().any(|s| n == s || n.starts_with(&format!("{s}."))))
+                .filter(|n| {
+                    stems
+                        .iter()
+                        .any(|s| n == s || n.starts_with(&format!("{s}.")))
+                })
                 .collect();
             names.sort_by_key(|n| n.len());
             names.first().map(|n| libdir.join(n))
@@ -342,12 +345,7 @@ impl Toolchain {
             ))
         })?;
         let libllvm = library(&[format!("libLLVM-{major}.so"), format!("libLLVM.so.{major}")])
-            .ok_or_else(|| {
-                unavailable(format!(
-                    "no libLLVM.so.{major} in {}",
-                    libdir.display()
-                ))
-            })?;
+            .ok_or_else(|| unavailable(format!("no libLLVM.so.{major} in {}", libdir.display())))?;
         let mut cxxflags: Vec<String> = cxxflags.split_whitespace().map(String::from).collect();
         if *rtti == "NO" {
             cxxflags.push("-fno-rtti".into());
@@ -449,9 +447,18 @@ mod tests {
         assert_eq!(llvm_major("Debian clang version 19.1.7 (3+b1)"), Some(19));
         assert_eq!(llvm_major("clang version 20.0.0git"), Some(20));
         assert_eq!(llvm_major("Apple LLVM version 15"), None);
-        let a = server_name(Path::new("/usr/lib/llvm-19/bin/clang"), "clang version 19.1.7");
-        let b = server_name(Path::new("/usr/lib/llvm-18/bin/clang"), "clang version 19.1.7");
-        let c = server_name(Path::new("/usr/lib/llvm-19/bin/clang"), "clang version 19.1.8");
+        let a = server_name(
+            Path::new("/usr/lib/llvm-19/bin/clang"),
+            "clang version 19.1.7",
+        );
+        let b = server_name(
+            Path::new("/usr/lib/llvm-18/bin/clang"),
+            "clang version 19.1.7",
+        );
+        let c = server_name(
+            Path::new("/usr/lib/llvm-19/bin/clang"),
+            "clang version 19.1.8",
+        );
         assert!(a != b && a != c && b != c);
         assert!(is_server_file(&a) && is_server_file(&verified::digest_name(&a)));
         assert!(!is_server_file("runner-x86_64-0123"));

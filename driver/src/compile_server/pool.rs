@@ -224,10 +224,7 @@ impl Pool {
                 };
             }
             state = match deadline {
-                None => self
-                    .returned
-                    .wait(state)
-                    .unwrap_or_else(|p| p.into_inner()),
+                None => self.returned.wait(state).unwrap_or_else(|p| p.into_inner()),
                 Some(deadline) => {
                     let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                         return Checkout::TimedOut;

@@ -98,7 +98,10 @@ pub(crate) fn cxx_defines() -> Vec<String> {
         ("REPLY_HEADER_SIZE", REPLY_HEADER_SIZE as u64),
         ("READY_SIZE", READY_SIZE as u64),
         ("FLAG_WANT_DEPENDENCIES", FLAG_WANT_DEPENDENCIES.into()),
-        ("REPLY_FLAG_HAS_DEPENDENCIES", REPLY_FLAG_HAS_DEPENDENCIES.into()),
+        (
+            "REPLY_FLAG_HAS_DEPENDENCIES",
+            REPLY_FLAG_HAS_DEPENDENCIES.into(),
+        ),
         ("KIND_COMPILED", KIND_COMPILED.into()),
         ("KIND_NEEDS_SPAWN", KIND_NEEDS_SPAWN.into()),
         ("KIND_TOO_MUCH_OUTPUT", KIND_TOO_MUCH_OUTPUT.into()),
@@ -149,7 +152,10 @@ impl std::fmt::Display for Unsendable {
         match self {
             Unsendable::NoArguments => f.write_str("the request has no arguments"),
             Unsendable::TooManyArguments(n) => {
-                write!(f, "{n} arguments (the server takes at most {MAX_ARG_COUNT})")
+                write!(
+                    f,
+                    "{n} arguments (the server takes at most {MAX_ARG_COUNT})"
+                )
             }
             Unsendable::ArgumentsTooLong(n) => write!(
                 f,
@@ -302,7 +308,10 @@ pub(crate) fn decode_reply_header(h: &[u8; REPLY_HEADER_SIZE]) -> Result<ReplyHe
         ));
     }
     let kind = u32_at(h, 4);
-    if !matches!(kind, KIND_COMPILED | KIND_NEEDS_SPAWN | KIND_TOO_MUCH_OUTPUT) {
+    if !matches!(
+        kind,
+        KIND_COMPILED | KIND_NEEDS_SPAWN | KIND_TOO_MUCH_OUTPUT
+    ) {
         return Err(format!("a reply of unknown kind {kind}"));
     }
     let status = u32_at(h, 8) as i32;
@@ -321,7 +330,11 @@ pub(crate) fn decode_reply_header(h: &[u8; REPLY_HEADER_SIZE]) -> Result<ReplyHe
     for (what, len, cap) in [
         ("object", header.object_len, MAX_OBJECT_SIZE),
         ("diagnostics", header.diagnostics_len, MAX_DIAGNOSTICS),
-        ("dependency list", header.dependencies_len, MAX_DEPENDENCY_LIST),
+        (
+            "dependency list",
+            header.dependencies_len,
+            MAX_DEPENDENCY_LIST,
+        ),
     ] {
         if len > cap {
             return Err(format!(
@@ -338,7 +351,9 @@ pub(crate) fn decode_reply_header(h: &[u8; REPLY_HEADER_SIZE]) -> Result<ReplyHe
             STREAM_OBJECT | STREAM_DIAGNOSTICS | STREAM_DEPENDENCIES
         )
     {
-        return Err(format!("a too-much-output reply names unknown stream {status}"));
+        return Err(format!(
+            "a too-much-output reply names unknown stream {status}"
+        ));
     }
     Ok(header)
 }
@@ -363,7 +378,10 @@ mod tests {
     fn unsendable_requests() {
         assert_eq!(encode_request(&[], 0, false), Err(Unsendable::NoArguments));
         let nul = vec!["clang".to_string(), "a\0b".to_string()];
-        assert_eq!(encode_request(&nul, 0, false), Err(Unsendable::NulInArgument(1)));
+        assert_eq!(
+            encode_request(&nul, 0, false),
+            Err(Unsendable::NulInArgument(1))
+        );
         let many = vec![String::new(); MAX_ARG_COUNT as usize + 1];
         assert!(matches!(
             encode_request(&many, 0, false),
@@ -394,10 +412,23 @@ mod tests {
         assert_eq!(decode_reply_header(&ok.encode()), Ok(ok));
         for bad in [
             ReplyHeader { kind: 9, ..ok },
-            ReplyHeader { object_len: MAX_OBJECT_SIZE + 1, ..ok },
-            ReplyHeader { diagnostics_len: MAX_DIAGNOSTICS + 1, ..ok },
-            ReplyHeader { dependencies_len: 1, ..ok },
-            ReplyHeader { kind: KIND_TOO_MUCH_OUTPUT, status: 7, ..ok },
+            ReplyHeader {
+                object_len: MAX_OBJECT_SIZE + 1,
+                ..ok
+            },
+            ReplyHeader {
+                diagnostics_len: MAX_DIAGNOSTICS + 1,
+                ..ok
+            },
+            ReplyHeader {
+                dependencies_len: 1,
+                ..ok
+            },
+            ReplyHeader {
+                kind: KIND_TOO_MUCH_OUTPUT,
+                status: 7,
+                ..ok
+            },
         ] {
             assert!(decode_reply_header(&bad.encode()).is_err(), "{bad:?}");
         }

@@ -265,7 +265,8 @@ impl Server {
         }
         let started = Instant::now();
         self.exchange(&[], None, deadline, started)?;
-        self.ready.ok_or_else(|| self.broken("it sent no ready frame".into()))
+        self.ready
+            .ok_or_else(|| self.broken("it sent no ready frame".into()))
     }
 
     /// Compiles `req`, within `deadline`.
@@ -275,10 +276,11 @@ impl Server {
         deadline: Instant,
     ) -> Result<Reply, ServerError> {
         let (header, packed) =
-            protocol::encode_request(req.args, req.source.len(), req.want_dependencies)
-                .map_err(|u| ServerError::NeedsSpawn {
+            protocol::encode_request(req.args, req.source.len(), req.want_dependencies).map_err(
+                |u| ServerError::NeedsSpawn {
                     reason: u.to_string(),
-                })?;
+                },
+            )?;
         let input: [&[u8]; 3] = [&header, &packed, req.source];
         let started = Instant::now();
         let mut bodies: [Vec<u8>; 3] = Default::default();
@@ -299,9 +301,7 @@ impl Server {
             _ => {
                 let (stream, limit) = match header.status {
                     protocol::STREAM_OBJECT => (Stream::Stdout, protocol::MAX_OBJECT_SIZE),
-                    protocol::STREAM_DIAGNOSTICS => {
-                        (Stream::Stderr, protocol::MAX_DIAGNOSTICS)
-                    }
+                    protocol::STREAM_DIAGNOSTICS => (Stream::Stderr, protocol::MAX_DIAGNOSTICS),
                     _ => (Stream::Side, protocol::MAX_DEPENDENCY_LIST),
                 };
                 Err(ServerError::TooMuchOutput {
@@ -513,7 +513,8 @@ impl Server {
                 Ok(bodies.is_some())
             }
             Phase::Header(buf, _) => {
-                let header = protocol::decode_reply_header(buf).map_err(|what| self.broken(what))?;
+                let header =
+                    protocol::decode_reply_header(buf).map_err(|what| self.broken(what))?;
                 if let Some(bodies) = bodies {
                     for (body, len) in bodies.iter_mut().zip([
                         header.object_len,
