@@ -53,6 +53,7 @@ impl Victim {
             .arg(&self.source)
             .args(["--ret", "i32", "--arg", "i32:40", "--arg", "i32:2"])
             .args(["--cache", "--json"])
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &self.root))
     }
 
@@ -182,6 +183,7 @@ fn fifo_entry_does_not_hang() {
             .arg(&v.source)
             .args(["--ret", "i32", "--arg", "i32:40", "--arg", "i32:2"])
             .args(["--cache", "--json"])
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &v.root),
         Duration::from_secs(30),
     );
@@ -344,6 +346,7 @@ fn unwritable_cache_is_said_once() {
         .arg(&v.source)
         .args(["--ret", "i32", "--arg", "i32:40", "--arg", "i32:2"])
         .args(["--cache", "--json"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", &mine)
         .stdin(std::process::Stdio::null()));
     let j = json(&o);
@@ -411,6 +414,7 @@ fn editing_an_included_header_is_a_miss() {
             .arg("run")
             .arg(src)
             .args(["--ret", "i32", "--cache", "--json"])
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &v.root)
             .current_dir(v.scratch.path()));
         let j = json(&o);

@@ -27,6 +27,7 @@ fn emulated(
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32"])
         .args(["--arg", "i32:40", "--arg", "i32:2", "--json"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache())
         .env("ELFJIT_RUN_TIMEOUT", timeout);
     if let Some(q) = qemu {
@@ -38,6 +39,7 @@ fn emulated(
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32", "--json"])
         .args(["--arg", "i32:1", "--arg", "i32:1"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache()));
     assert!(warm.status.success(), "{}", stderr(&warm));
     let start = Instant::now();
@@ -254,6 +256,7 @@ fn an_interrupted_cli_takes_its_children_down() {
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32", "--json"])
         .args(["--arg", "i32:1", "--arg", "i32:1"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache()));
     assert!(warm.status.success(), "{}", stderr(&warm));
     let mut child = bin()
@@ -261,6 +264,7 @@ fn an_interrupted_cli_takes_its_children_down() {
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32"])
         .args(["--arg", "i32:1", "--arg", "i32:1"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache())
         .env("ELFJIT_QEMU", &qemu)
         .env("ELFJIT_RUN_TIMEOUT", "120")
