@@ -208,6 +208,8 @@ fn failed_spawns_are_errors_not_panics() {
             .arg(&src)
             .args(["--ret", "i32", "--arg", "i32:1", "--arg", "i32:2", "--json"])
             .env_remove("ELFJIT_CACHE_DIR")
+            // About clang's spawn: no compile server (nor its note) in between.
+            .env("ELFJIT_COMPILER", "spawn")
             .stdin(std::process::Stdio::null()))
     };
     let o = go("1");
