@@ -302,8 +302,12 @@ fn cmd_cache(command: CacheCommand) -> Result<(), Failure> {
 fn cmd_demo() -> Result<(), Failure> {
     let compiler = Compiler::find()?;
     let version = compiler.version().unwrap_or_else(|e| e.to_string());
+    let compiling = match elfjit::route::describe(&compiler) {
+        Ok(by) => by.to_string(),
+        Err(e) => return Err(Failure::Run(e)),
+    };
     out(&format!(
-        "clang: {} ({version})\n",
+        "clang: {} ({version})\ncompiler: {compiling}\n",
         compiler.path().display()
     ))?;
     let results = demo::run_all(&compiler)?;
