@@ -98,6 +98,7 @@ impl Failure {
                 elfjit::Error::ClangNotFound { .. } => ErrorKind::ClangNotFound,
                 elfjit::Error::ClangFailed { .. }
                 | elfjit::Error::ClangTimeout { .. }
+                | elfjit::Error::ClangMemoryLimit { .. }
                 | elfjit::Error::CompileServer { .. } => ErrorKind::Compile,
                 // The code arena ran out (its limit, the address space, the map count) or
                 // the OS refused it memory.

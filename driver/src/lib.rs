@@ -43,7 +43,7 @@ pub mod cache;
 pub mod child;
 pub mod clang;
 // Until the pool and `Compiler::compile` use it (issue 27), only the tests do.
-#[cfg_attr(not(test), allow(dead_code, unused_imports))]
+#[allow(dead_code, unused_imports)]
 mod compile_server;
 pub mod error;
 #[cfg(feature = "dlopen-fallback")]

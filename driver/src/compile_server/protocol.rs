@@ -2,8 +2,8 @@
 //! caps. The C++ server gets every constant from here as a `-D` macro
 //! ([`cxx_defines`]), so it holds no second copy.
 //!
-//! All integers are little-endian. The server is started as `SERVER PARENT_PID
-//! MEMORY_LIMIT` (decimal; a memory limit of 0 is none) and writes one [`Ready`] frame
+//! All integers are little-endian. The server is started as `SERVER PARENT_PID`
+//! (decimal: it exits when that process is gone) and writes one [`Ready`] frame
 //! when its libraries are loaded. Then, for each request on its stdin, one reply on its
 //! stdout, in order:
 //!

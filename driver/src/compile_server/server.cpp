@@ -4,16 +4,18 @@
 //
 // The protocol (frames, magic numbers, caps, exit statuses) is defined once, in
 // driver/src/compile_server/protocol.rs; every ELFJIT_CS_* macro used here is passed
-// from there with -D when elfjit builds this file. Usage: SERVER PARENT_PID MEMORY_LIMIT.
+// from there with -D when elfjit builds this file. Usage: SERVER PARENT_PID (elfjit puts
+// its memory limit on it from outside, as on a spawned clang).
 //
 // Why the results equal a spawned clang's:
 // - the driver-level arguments go through clang's own Driver, as clang's main() does
 //   (the executable's real path decides the resource directory; the name it was called
 //   by decides the diagnostics' prefix and any target/mode prefix), and the single cc1
 //   job it plans is run as cc1_main() runs it;
-// - the source is what clang reads from "-": a memfd put on descriptor 0 for the
-//   request (the protocol itself uses a copy of the original descriptors), so clang
-//   names it, and records it, exactly as it does stdin;
+// - the source is what clang reads from "-" and the object what it writes to "-": a
+//   memfd put on descriptor 0, and another on descriptor 1, for the request (the
+//   protocol itself uses copies of the original descriptors), so clang names, records
+//   and writes them exactly as it does stdin and stdout, for C and for IR;
 // - diagnostics go through the TextDiagnosticPrinter clang would use, into memory.
 // What would change this process's global state (-mllvm, plugins) or is not one object
 // from stdin is refused with KIND_NEEDS_SPAWN: the caller spawns clang for it.
@@ -35,6 +37,7 @@
 #include <llvm/ADT/SmallString.h>
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
@@ -52,12 +55,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <memory>
+#include <typeinfo>
 #include <string>
 #include <vector>
 
@@ -124,7 +127,8 @@ void put64(unsigned char *p, uint64_t v) {
 struct Reply {
   uint32_t kind = ELFJIT_CS_KIND_COMPILED;
   int32_t status = 0;
-  llvm::SmallVector<char, 0> object;
+  std::string object;
+  bool object_too_large = false;
   std::string diagnostics;
   bool has_dependencies = false;
   std::string dependencies;
@@ -149,7 +153,7 @@ void send_reply(const Reply &r) {
 // kind says which stream overflowed (what a spawned clang's reader reports).
 void apply_caps(Reply &r) {
   int32_t stream = 0;
-  if (r.object.size() > ELFJIT_CS_MAX_OBJECT_SIZE)
+  if (r.object_too_large || r.object.size() > ELFJIT_CS_MAX_OBJECT_SIZE)
     stream = ELFJIT_CS_STREAM_OBJECT;
   else if (r.diagnostics.size() > ELFJIT_CS_MAX_DIAGNOSTICS)
     stream = ELFJIT_CS_STREAM_DIAGNOSTICS;
@@ -192,6 +196,66 @@ void on_fatal_error(void *, const char *message, bool) {
   fail(ELFJIT_CS_EXIT_SETUP, "LLVM reported a fatal error; exiting after the reply", message);
 }
 
+// LLVM's command-line options are process-wide, and a back end may set one while it
+// compiles (LLVM 19's PowerPC lowering sets the minimum jump-table size that every
+// later compile, for any target, then uses). A spawned clang starts from the defaults
+// every time; the server takes a snapshot of every scalar option once, before its first
+// compile, and puts back any that changed before each request.
+struct SavedOption {
+  virtual ~SavedOption() = default;
+  virtual void restore() = 0;
+};
+
+template <class T, bool External> struct SavedValue final : SavedOption {
+  llvm::cl::opt<T, External> *option;
+  T value;
+  SavedValue(llvm::cl::opt<T, External> *o) : option(o), value(o->getValue()) {}
+  void restore() override {
+    if (!(option->getValue() == value))
+      option->setValue(value);
+  }
+};
+
+std::vector<std::unique_ptr<SavedOption>> saved_options;
+
+// The most-derived type of an option, from its vtable (Itanium C++ ABI: the type_info
+// pointer sits just before the first virtual function); null for a class compiled
+// without RTTI, where dynamic_cast would crash. Options are `cl::opt<T>` exactly, so
+// comparing the name is enough.
+const std::type_info *type_of(llvm::cl::Option *o) {
+  void **vtable = *reinterpret_cast<void ***>(o);
+  return vtable ? static_cast<const std::type_info *>(vtable[-1]) : nullptr;
+}
+
+template <class T, bool External> bool save_as(llvm::cl::Option *o, const std::type_info *type) {
+  if (strcmp(type->name(), typeid(llvm::cl::opt<T, External>).name()) != 0)
+    return false;
+  auto *typed = static_cast<llvm::cl::opt<T, External> *>(o);
+  saved_options.push_back(std::make_unique<SavedValue<T, External>>(typed));
+  return true;
+}
+
+void save_options() {
+  for (auto &entry : llvm::cl::getRegisteredOptions(llvm::cl::SubCommand::getTopLevel())) {
+    llvm::cl::Option *o = entry.second;
+    const std::type_info *t = o ? type_of(o) : nullptr;
+    if (!t)
+      continue;
+    save_as<bool, false>(o, t) || save_as<bool, true>(o, t) || save_as<unsigned, false>(o, t) ||
+        save_as<unsigned, true>(o, t) || save_as<int, false>(o, t) ||
+        save_as<int, true>(o, t) || save_as<unsigned long, false>(o, t) ||
+        save_as<unsigned long long, false>(o, t) || save_as<float, false>(o, t) ||
+        save_as<double, false>(o, t) || save_as<std::string, false>(o, t) ||
+        save_as<llvm::cl::boolOrDefault, false>(o, t);
+  }
+}
+
+void restore_options() {
+
+  for (auto &saved : saved_options)
+    saved->restore();
+}
+
 bool refuses_global_state(const std::vector<std::string> &args, std::string &why) {
   for (const std::string &a : args) {
     if (a == "-mllvm" || a.rfind("-mllvm=", 0) == 0) {
@@ -202,12 +266,37 @@ bool refuses_global_state(const std::vector<std::string> &args, std::string &why
   return false;
 }
 
-// Compiles one request; `source_fd` holds the source at offset 0.
-Reply compile(std::vector<std::string> args, int source_fd, bool want_dependencies) {
+// Reads the whole of `fd` into `out`, unless it holds more than `cap` bytes: then
+// returns false and reads nothing.
+bool read_memfd(int fd, uint64_t cap, std::string &out) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    fail(ELFJIT_CS_EXIT_IO, "cannot read an output", strerror(errno));
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > cap)
+    return false;
+  out.resize(size);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = pread(fd, &out[done], size - done, static_cast<off_t>(done));
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR)
+        continue;
+      fail(ELFJIT_CS_EXIT_IO, "cannot read an output", n < 0 ? strerror(errno) : "short");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Compiles one request with its source on stdin and stdout going to a memfd, as a
+// spawned clang would see them.
+Reply compile(std::vector<std::string> args, bool want_dependencies) {
   Reply reply;
   std::string why;
   if (refuses_global_state(args, why))
     return needs_spawn(why);
+  restore_options();
 
   int deps_fd = -1;
   if (want_dependencies) {
@@ -221,10 +310,6 @@ Reply compile(std::vector<std::string> args, int source_fd, bool want_dependenci
     args.push_back("-MF");
     args.push_back("/proc/self/fd/" + std::to_string(deps_fd));
   }
-  // The request's source is this process's stdin while it compiles.
-  if (dup2(source_fd, 0) < 0)
-    fail(ELFJIT_CS_EXIT_SETUP, "cannot put the source on stdin", strerror(errno));
-
   std::vector<const char *> argv;
   for (const std::string &a : args)
     argv.push_back(a.c_str());
@@ -326,7 +411,7 @@ Reply compile(std::vector<std::string> args, int source_fd, bool want_dependenci
       // Everything of this request is freed before the next (the driver asks cc1 to
       // skip that, as its process is about to exit).
       frontend.DisableFree = false;
-      instance->setOutputStream(std::make_unique<llvm::raw_svector_ostream>(reply.object));
+      instance->getCodeGenOpts().DisableFree = false;
       instance->setVerboseOutputStream(diag_os);
       current_diagnostics = &diagnostics;
       current_engine = &instance->getDiagnostics();
@@ -343,25 +428,8 @@ Reply compile(std::vector<std::string> args, int source_fd, bool want_dependenci
   diag_os.flush();
   reply.status = status;
   if (deps_fd >= 0) {
-    struct stat st;
-    if (fstat(deps_fd, &st) != 0)
-      fail(ELFJIT_CS_EXIT_IO, "cannot read the dependency list", strerror(errno));
-    uint64_t size = static_cast<uint64_t>(st.st_size);
-    if (size > ELFJIT_CS_MAX_DEPENDENCY_LIST) {
+    if (!read_memfd(deps_fd, ELFJIT_CS_MAX_DEPENDENCY_LIST, reply.dependencies))
       reply.dependencies.assign(ELFJIT_CS_MAX_DEPENDENCY_LIST + 1, '\0');
-    } else {
-      reply.dependencies.resize(size);
-      size_t done = 0;
-      while (done < size) {
-        ssize_t n = pread(deps_fd, &reply.dependencies[done], size - done, done);
-        if (n <= 0) {
-          if (n < 0 && errno == EINTR)
-            continue;
-          fail(ELFJIT_CS_EXIT_IO, "cannot read the dependency list", n < 0 ? strerror(errno) : "short");
-        }
-        done += static_cast<size_t>(n);
-      }
-    }
     reply.has_dependencies = true;
     close(deps_fd);
   }
@@ -432,13 +500,24 @@ bool serve_one() {
   }
   if (lseek(source_fd, 0, SEEK_SET) != 0)
     fail(ELFJIT_CS_EXIT_SETUP, "cannot rewind the source", strerror(errno));
-  Reply r = compile(std::move(args), source_fd, (flags & ELFJIT_CS_FLAG_WANT_DEPENDENCIES) != 0);
-  close(source_fd);
-  // Nothing of this request stays on stdin.
-  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || dup2(null_fd, 0) < 0)
-    fail(ELFJIT_CS_EXIT_SETUP, "cannot reset stdin", strerror(errno));
+  int object_fd = memfd_create("elfjit-object", MFD_CLOEXEC);
+  if (object_fd < 0)
+    fail(ELFJIT_CS_EXIT_SETUP, "cannot create a memfd", strerror(errno));
+  // While it compiles, the request's source is this process's stdin and its stdout is a
+  // memfd: clang reads and writes them as it does when spawned on pipes.
+  if (dup2(source_fd, 0) < 0 || dup2(object_fd, 1) < 0)
+    fail(ELFJIT_CS_EXIT_SETUP, "cannot put the source on stdin", strerror(errno));
+  Reply r = compile(std::move(args), (flags & ELFJIT_CS_FLAG_WANT_DEPENDENCIES) != 0);
+  if (r.kind == ELFJIT_CS_KIND_COMPILED && !read_memfd(object_fd, ELFJIT_CS_MAX_OBJECT_SIZE, r.object))
+    r.object_too_large = true;
+  // Nothing of this request stays on stdin or stdout.
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0)
+    fail(ELFJIT_CS_EXIT_SETUP, "cannot reset stdin and stdout", strerror(errno));
   close(null_fd);
+  close(source_fd);
+  close(object_fd);
+  apply_caps(r);
   send_reply(r);
   return true;
 }
@@ -472,18 +551,12 @@ bool parse_u64(const char *s, unsigned long long &out) {
 } // namespace
 
 int main(int argc, char **argv) {
-  unsigned long long parent_pid = 0, memory_limit = 0;
-  if (argc != 3 || !parse_u64(argv[1], parent_pid) || !parse_u64(argv[2], memory_limit) ||
-      parent_pid == 0 || parent_pid > INT32_MAX)
-    fail(ELFJIT_CS_EXIT_SETUP, "usage", "elfjit-compile-server PARENT_PID MEMORY_LIMIT");
+  unsigned long long parent_pid = 0;
+  if (argc != 2 || !parse_u64(argv[1], parent_pid) || parent_pid == 0 || parent_pid > INT32_MAX)
+    fail(ELFJIT_CS_EXIT_SETUP, "usage", "elfjit-compile-server PARENT_PID");
   parent = static_cast<pid_t>(parent_pid);
   if (getppid() != parent)
     fail(ELFJIT_CS_EXIT_PARENT_GONE, "the parent is gone", nullptr);
-  if (memory_limit != 0) {
-    struct rlimit lim = {memory_limit, memory_limit};
-    if (setrlimit(RLIMIT_AS, &lim) != 0)
-      fail(ELFJIT_CS_EXIT_SETUP, "cannot set the memory limit", strerror(errno));
-  }
   pthread_t watcher;
   if (pthread_create(&watcher, nullptr, watch_parent, nullptr) != 0)
     fail(ELFJIT_CS_EXIT_SETUP, "cannot start the parent watcher", nullptr);
@@ -504,6 +577,7 @@ int main(int argc, char **argv) {
   llvm::InitializeAllAsmPrinters();
   llvm::InitializeAllAsmParsers();
   llvm::install_fatal_error_handler(on_fatal_error, nullptr);
+  save_options();
 
   unsigned char ready[ELFJIT_CS_READY_SIZE];
   put32(ready, ELFJIT_CS_READY_MAGIC);

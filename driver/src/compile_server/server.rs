@@ -3,9 +3,9 @@
 //! The server runs in its own process group, registered like every child
 //! ([`crate::child`]) so the CLI's termination handler kills it; it ends itself when this
 //! process is gone (it watches its parent: a parent-death signal would fire when the
-//! *thread* that started it exits, which a pool's threads may well do), and its address
-//! space is limited ([`Limits::memory_limit`], `RLIMIT_AS`, set by the server before it
-//! reads a request). One thread talks to it with `poll`: the request is written while
+//! *thread* that started it exits, which a pool's threads may well do), and its data
+//! memory is limited as a spawned clang's ([`Limits::memory_limit`], put on it before it
+//! gets a request). One thread talks to it with `poll`: the request is written while
 //! the reply is read, its stderr is drained into a capped buffer, a pidfd notices its
 //! exit, and everything stops at the request's deadline, where the server is killed with
 //! its group and reaped (the caller starts another). Replies are read by exact length
@@ -14,7 +14,8 @@
 
 use super::binary::ServerBinary;
 use super::protocol::{self, Ready, ReplyHeader, READY_SIZE, REPLY_HEADER_SIZE};
-use crate::child::{poll_timeout, set_nonblocking, Running, Stream};
+use crate::child::{limit_memory, poll_timeout, set_nonblocking, Running, Stream};
+use crate::clang::Compiler;
 use rustix::event::{PollFd, PollFlags};
 use std::fmt;
 use std::os::fd::OwnedFd;
@@ -30,10 +31,22 @@ const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// spawned path's, fixed by the [`protocol`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
-    /// The server's address-space limit in bytes (`RLIMIT_AS`), as a spawned clang's.
+    /// The most data memory the server may hold, in bytes, as a spawned clang's
+    /// ([`limit_memory`], put on it before its first request); `None` is none. A server
+    /// past it dies (LLVM's "out of memory"): [`ServerError::Died`] with that stderr.
     pub memory_limit: Option<u64>,
     /// The most of the server's own stderr kept for error messages.
     pub stderr_limit: usize,
+}
+
+impl Limits {
+    /// The limits of `compiler`'s spawned runs ([`Compiler::memory_limit`]).
+    pub(crate) fn for_compiler(compiler: &Compiler) -> Limits {
+        Limits {
+            memory_limit: compiler.memory_limit(),
+            ..Limits::default()
+        }
+    }
 }
 
 impl Default for Limits {
@@ -210,7 +223,6 @@ impl Server {
         bin.check().map_err(|why| ServerError::Untrusted { why })?;
         let mut cmd = Command::new(bin.program());
         cmd.arg(std::process::id().to_string())
-            .arg(limits.memory_limit.unwrap_or(0).to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -220,6 +232,13 @@ impl Server {
             "cannot start the compile server {}",
             bin.path().display()
         )))?;
+        if let Some(bytes) = limits.memory_limit {
+            // Before it gets a request: what it compiles is under the limit. On failure
+            // `running` is dropped: killed and reaped.
+            limit_memory(Some(running.pid()), bytes).map_err(io_error(format!(
+                "cannot limit the compile server's memory to {bytes} bytes"
+            )))?;
+        }
         let pid = running.pid().as_raw_nonzero().get().unsigned_abs();
         let child = running.child_mut();
         let pipes = [
