@@ -180,6 +180,10 @@ pub struct CompileRequest {
     pub cache: bool,
     /// Extra clang arguments, appended after elfjit's own (e.g. `-DN=16`).
     pub flags: Vec<String>,
+    /// The compiler memory limit for this compile: `None` is the process's
+    /// (`ELFJIT_COMPILE_MEMORY`, else 4 GiB), `Some(None)` no limit, `Some(Some(n))` `n`
+    /// bytes.
+    pub memory_limit: Option<Option<u64>>,
 }
 
 impl CompileRequest {
@@ -191,6 +195,7 @@ impl CompileRequest {
             opt_level: 2,
             cache: false,
             flags: Vec::new(),
+            memory_limit: None,
         }
     }
 
@@ -236,7 +241,15 @@ pub fn cache() -> &'static Cache {
 /// Compiles `source` as `request` says, with the process's clang (and cache, if asked).
 pub fn compile(source: &[u8], request: &CompileRequest) -> Result<Vec<u8>> {
     let options = request.options()?;
-    let clang = compiler()?;
+    let process_clang = compiler()?;
+    let limited;
+    let clang = match request.memory_limit {
+        None => process_clang,
+        Some(bytes) => {
+            limited = process_clang.clone().with_memory_limit(bytes);
+            &limited
+        }
+    };
     if request.cache {
         let (object, _status) = cache().compile(clang, source, &options)?;
         Ok(object)

@@ -6,6 +6,9 @@
  * -lffi -lgcc_s -lutil -lrt -lpthread -lm -ldl.
  * Every fallible function returns an elfjit_status; on failure elfjit_last_error()
  * gives the message, per thread. NULL pointer arguments are reported, never followed.
+ * Calls may be made from thread-local (pthread key) destructors: they work and return
+ * their status; once the thread's message slot is destroyed, elfjit_last_error()
+ * returns a fixed text saying the message is lost (the status code is the report).
  */
 
 #ifndef ELFJIT_H
@@ -21,6 +24,13 @@
 
 // `elfjit_compile_options.lang`: LLVM IR text (`-x ir`).
 #define ELFJIT_LANG_IR 1
+
+// `elfjit_compile_options.memory_limit`: the process's setting (`$ELFJIT_COMPILE_MEMORY`,
+// else 4 GiB). Zero, so that a zero-filled options struct gets it.
+#define ELFJIT_COMPILE_MEMORY_DEFAULT 0
+
+// `elfjit_compile_options.memory_limit`: no limit.
+#define ELFJIT_COMPILE_MEMORY_UNLIMITED UINT64_MAX
 
 // What a call returned: `ELFJIT_OK`, or the category of its failure (the message is in
 // `elfjit_last_error()`).
@@ -76,6 +86,12 @@ typedef struct elfjit_compile_options {
   const char *const *flags;
   // How many entries `flags` has.
   size_t flag_count;
+  // The compiler memory limit for this compile, in bytes:
+  // `ELFJIT_COMPILE_MEMORY_DEFAULT` (0, the default) is the process's setting
+  // (`$ELFJIT_COMPILE_MEMORY`, e.g. `1G`, else 4 GiB), `ELFJIT_COMPILE_MEMORY_UNLIMITED`
+  // none. clang running out of it is `ELFJIT_ERROR_COMPILE`, with a message naming the
+  // limit.
+  uint64_t memory_limit;
 } elfjit_compile_options;
 
 // Resolves an undefined symbol for `elfjit_load_objects`: returns its address, or NULL
@@ -92,10 +108,13 @@ extern "C" {
 const char *elfjit_version(void);
 
 // The message of this thread's last failed elfjit call, or NULL if the last call
-// succeeded. The string is valid until the next elfjit call on this thread.
+// succeeded. The string is valid until the next elfjit call on this thread. Called from
+// a thread-local destructor after this thread's message was destroyed, it returns a
+// fixed text saying so (the message is lost; the call's status code still tells what
+// failed).
 const char *elfjit_last_error(void);
 
-// C for the host at `-O2`, no cache, no extra flags.
+// C for the host at `-O2`, no cache, no extra flags, the process's compiler memory limit.
 struct elfjit_compile_options elfjit_compile_options_default(void);
 
 // Compiles `source_len` bytes of C or LLVM IR at `source` with clang (the one elfjit

@@ -14,6 +14,12 @@
 //!   unwinds into C.
 //! - Thread-safe: any function may be called from any thread; a module may be used by
 //!   many threads at once, but freed only once nothing else uses it.
+//! - Calls work from thread-local destructors (a `pthread_key_create` destructor) too,
+//!   also after this thread's error slot is gone: the call does its work and returns its
+//!   status, and `elfjit_last_error` then returns [`LOST_MESSAGE`] (the per-thread
+//!   message is the one thing that cannot be kept there). Thread-locals are only ever
+//!   reached with `try_with`, which cannot panic (a panic there, outside `catch_unwind`,
+//!   aborted the process).
 
 // The exported names are the C names: `elfjit_module`, `ELFJIT_OK`, ...
 #![allow(non_camel_case_types)]
@@ -100,7 +106,19 @@ pub struct elfjit_compile_options {
     pub flags: *const *const c_char,
     /// How many entries `flags` has.
     pub flag_count: usize,
+    /// The compiler memory limit for this compile, in bytes:
+    /// `ELFJIT_COMPILE_MEMORY_DEFAULT` (0, the default) is the process's setting
+    /// (`$ELFJIT_COMPILE_MEMORY`, e.g. `1G`, else 4 GiB), `ELFJIT_COMPILE_MEMORY_UNLIMITED`
+    /// none. clang running out of it is `ELFJIT_ERROR_COMPILE`, with a message naming the
+    /// limit.
+    pub memory_limit: u64,
 }
+
+/// `elfjit_compile_options.memory_limit`: the process's setting (`$ELFJIT_COMPILE_MEMORY`,
+/// else 4 GiB). Zero, so that a zero-filled options struct gets it.
+pub const ELFJIT_COMPILE_MEMORY_DEFAULT: u64 = 0;
+/// `elfjit_compile_options.memory_limit`: no limit.
+pub const ELFJIT_COMPILE_MEMORY_UNLIMITED: u64 = u64::MAX;
 
 /// A compiled object: the ELF bytes clang produced. Free with `elfjit_object_free`.
 pub struct elfjit_object {
@@ -129,6 +147,12 @@ thread_local! {
     static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
+/// What `elfjit_last_error` returns on a thread whose error slot was already destroyed
+/// (a call from a thread-local destructor late in the thread's exit).
+const LOST_MESSAGE: &CStr = c"elfjit: no message: this thread is exiting and its \
+    error message was already destroyed (a call from a thread-local destructor); the \
+    status code is the only report";
+
 /// Runs one exported function's body: resets the thread's error, catches panics,
 /// records the failure's message and returns its status.
 fn guard(body: impl FnOnce() -> Result<()>) -> elfjit_status {
@@ -143,12 +167,20 @@ fn guard(body: impl FnOnce() -> Result<()>) -> elfjit_status {
     status
 }
 
+/// Records this thread's message; where the thread's slot is already gone (a
+/// thread-local destructor), it is dropped: the status still tells the failure.
 fn set_last_error(message: Option<String>) {
     // A message with a NUL (clang echoing binary input) keeps everything, escaped.
     let message = message.map(|m| {
         CString::new(m.replace('\0', "\\0")).unwrap_or_else(|_| CString::from(c"(error)"))
     });
-    LAST_ERROR.with(|slot| *slot.borrow_mut() = message);
+    // `try_with` and `try_borrow_mut`: nothing here may panic, it runs outside
+    // `catch_unwind` (the slot is never borrowed across a call, so the borrow succeeds).
+    let _ = LAST_ERROR.try_with(|slot| {
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            *slot = message;
+        }
+    });
 }
 
 /// Checks a pointer argument for NULL.
@@ -207,15 +239,23 @@ pub extern "C" fn elfjit_version() -> *const c_char {
 }
 
 /// The message of this thread's last failed elfjit call, or NULL if the last call
-/// succeeded. The string is valid until the next elfjit call on this thread.
+/// succeeded. The string is valid until the next elfjit call on this thread. Called from
+/// a thread-local destructor after this thread's message was destroyed, it returns a
+/// fixed text saying so (the message is lost; the call's status code still tells what
+/// failed).
 #[no_mangle]
 pub extern "C" fn elfjit_last_error() -> *const c_char {
     LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ref().map_or(ptr::null(), |m| m.as_ptr()))
-        .unwrap_or(ptr::null())
+        .try_with(|slot| {
+            slot.try_borrow()
+                .ok()
+                .and_then(|m| m.as_ref().map(|m| m.as_ptr()))
+                .unwrap_or(ptr::null())
+        })
+        .unwrap_or(LOST_MESSAGE.as_ptr())
 }
 
-/// C for the host at `-O2`, no cache, no extra flags.
+/// C for the host at `-O2`, no cache, no extra flags, the process's compiler memory limit.
 #[no_mangle]
 pub extern "C" fn elfjit_compile_options_default() -> elfjit_compile_options {
     elfjit_compile_options {
@@ -225,6 +265,7 @@ pub extern "C" fn elfjit_compile_options_default() -> elfjit_compile_options {
         cache: 0,
         flags: ptr::null(),
         flag_count: 0,
+        memory_limit: ELFJIT_COMPILE_MEMORY_DEFAULT,
     }
 }
 
@@ -306,6 +347,11 @@ unsafe fn request_of(options: &elfjit_compile_options) -> Result<CompileRequest>
         opt_level: options.opt_level,
         cache: options.cache != 0,
         flags,
+        memory_limit: match options.memory_limit {
+            ELFJIT_COMPILE_MEMORY_DEFAULT => None,
+            ELFJIT_COMPILE_MEMORY_UNLIMITED => Some(None),
+            bytes => Some(Some(bytes)),
+        },
     })
 }
 

@@ -59,6 +59,11 @@ fn main() -> ExitCode {
     let _ = crash::install();
     // Children run in their own process groups: take them down on Ctrl-C too.
     let _ = elfjit::child::stop_children_on_termination_signals();
+    // What a child leaves behind outside its process group (an emulated kernel that forks
+    // and calls setsid) is adopted by this process, and killed and reaped when `orphans`
+    // is dropped at the end of main: nothing elfjit started outlives it. Without it
+    // (prctl refused) such a process is left to init, as before.
+    let orphans = elfjit::orphans::adopt_orphans().ok();
     let words: Vec<OsString> = std::env::args_os().skip(1).collect();
     let result = match Cli::try_parse_from(
         std::iter::once(OsString::from("elfjit")).chain(words.iter().cloned()),
@@ -71,10 +76,12 @@ fn main() -> ExitCode {
             _ => Err(usage(cli::usage_message(&e, &words))),
         },
     };
-    match result {
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => fail(&f),
-    }
+    };
+    drop(orphans);
+    code
 }
 
 fn fail(f: &Failure) -> ExitCode {

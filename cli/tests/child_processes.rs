@@ -88,7 +88,7 @@ fn a_grandchild_holding_the_pipes_does_not_delay_the_result() {
     assert_all_gone(&pid);
 
     // Escaped into its own session: it cannot be killed with the group, and must not be
-    // waited for either.
+    // waited for either; the CLI adopted it (a child subreaper) and killed it at its end.
     let s = Scratch::new("escaped");
     let pid = s.join("pid");
     let qemu = s.script(
@@ -96,10 +96,9 @@ fn a_grandchild_holding_the_pipes_does_not_delay_the_result() {
         &format!("setsid sleep 30 & echo \"$!\" > {}; exit 0", pid.display()),
     );
     let (o, took) = emulated(&s, Some(&qemu), "60");
-    let pid = wait_for_line(&pid);
-    let _ = std::process::Command::new("kill").arg(pid.trim()).status();
     assert!(stderr(&o).contains("no reply"), "{}", stderr(&o));
     assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_all_gone(&pid);
 }
 
 #[test]
@@ -281,4 +280,86 @@ fn an_interrupted_cli_takes_its_children_down() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
     assert_all_gone(&pids);
+}
+
+/// An aarch64 kernel that forks (qemu-user forks itself) and whose child calls setsid()
+/// and sleeps: the child leaves the runner's process group, so killing the group misses
+/// it. Returns the child's pid (qemu-user's pids are the host's).
+const DETACHING_KERNEL: &str = r#"
+static long sys(long n, long a, long b) {
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1) : "memory");
+    return x0;
+}
+long detach(void) {
+    long pid = sys(220 /* clone */, 17 /* SIGCHLD: a fork */, 0);
+    if (pid == 0) {
+        sys(157 /* setsid */, 0, 0);
+        struct { long sec, nsec; } t = {30, 0};
+        sys(101 /* nanosleep */, (long)&t, 0);
+        sys(93 /* exit */, 0, 0);
+    }
+    return pid;
+}
+"#;
+
+/// The processes of this user whose environment holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let needle = marker.as_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.windows(needle.len()).any(|w| w == needle))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|pid| process_alive(pid))
+        .collect()
+}
+
+/// Issue 26: a process the kernel detached with setsid() is adopted by the CLI (a child
+/// subreaper) and killed when it exits: no qemu process of the run is left.
+#[test]
+fn a_detached_emulated_process_does_not_outlive_the_cli() {
+    let s = Scratch::new("detach");
+    let src = s.write("detach.c", DETACHING_KERNEL);
+    let marker = format!(
+        "ELFJIT_TEST_DETACH_MARKER={}-{:?}",
+        std::process::id(),
+        Instant::now()
+    );
+    let (name, value) = marker.split_once('=').unwrap();
+    let (o, killed) = run_with_watchdog(
+        bin()
+            .arg("run")
+            .arg(&src)
+            .args([
+                "--target", "aarch64", "--entry", "detach", "--ret", "i64", "--json",
+            ])
+            .env("ELFJIT_CACHE_DIR", shared_runner_cache())
+            .env(name, value),
+        Duration::from_secs(120),
+    );
+    assert!(!killed, "elfjit did not return; stderr: {}", stderr(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let child = json(&o)["return"].as_i64().unwrap();
+    assert!(child > 0, "the fork failed: {child}");
+    let left = processes_with(&marker);
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid])
+            .status();
+    }
+    assert!(
+        left.is_empty() && !process_alive(&child.to_string()),
+        "left behind: {left:?} (the detached child was {child})"
+    );
 }

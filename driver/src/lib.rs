@@ -29,7 +29,8 @@
 //! - seeing them run: [`observe`] (perf's symbol files, the GDB JIT interface and unwind
 //!   registration, the `elfjit-observe` crate), told about every module [`Module::load`]
 //!   links in memory;
-//! - the ground under them: [`child`] (the one way a child process is run), [`bounded`]
+//! - the ground under them: [`child`] (the one way a child process is run), [`orphans`]
+//!   (what children leave behind, for programs), [`bounded`]
 //!   (capped reads), [`private_dir`] (directories only this user can write), [`notes`]
 //!   (one line on stderr per reason), [`error`].
 //!
@@ -54,6 +55,7 @@ pub mod memory_limit;
 pub mod module;
 pub mod native;
 pub mod notes;
+pub mod orphans;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
 pub mod parallel;

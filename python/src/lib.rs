@@ -312,13 +312,39 @@ impl Source {
     }
 }
 
+/// `compile`'s `memory_limit`: bytes (0: none) or a size such as `"1G"`.
+#[derive(FromPyObject)]
+enum MemoryLimit {
+    Bytes(i128),
+    Text(PyBackedStr),
+}
+
+impl MemoryLimit {
+    /// The limit in bytes, `None` for none.
+    fn bytes(&self) -> PyResult<Option<u64>> {
+        let bad = |reason: String| raise(elfjit_bindings::bad_argument("memory_limit", reason));
+        match self {
+            MemoryLimit::Bytes(n) => u64::try_from(*n)
+                .map(|n| (n != 0).then_some(n))
+                .map_err(|_| bad(format!("{n} (0 for no limit, or a number of bytes)"))),
+            MemoryLimit::Text(text) => elfjit::memory_limit::parse_memory_size(text)
+                .map_err(|reason| bad(format!("`{}`: {reason}", &**text))),
+        }
+    }
+}
+
 /// Compiles C (`lang="c"`) or LLVM IR (`lang="ir"`) to a relocatable ELF object with the
 /// clang elfjit finds ($ELFJIT_CLANG, `clang`, the newest `clang-NN` in PATH), through
 /// pipes, with the GIL released. `target` is an architecture name (`"x86_64"`,
 /// `"aarch64"`, ...; None is the host); `cache=True` uses elfjit's compile cache (in
-/// memory and in its cache directory); `flags` are extra clang arguments.
+/// memory and in its cache directory); `flags` are extra clang arguments;
+/// `memory_limit` bounds clang's memory (bytes or `"1G"`, 0 for none; None is
+/// $ELFJIT_COMPILE_MEMORY, else 4 GiB).
 #[pyfunction]
-#[pyo3(signature = (source, lang = "c", opt = 2, target = None, cache = false, flags = None))]
+#[pyo3(signature = (
+    source, lang = "c", opt = 2, target = None, cache = false, flags = None, memory_limit = None
+))]
+#[allow(clippy::too_many_arguments)]
 fn compile<'py>(
     py: Python<'py>,
     source: Source,
@@ -327,6 +353,7 @@ fn compile<'py>(
     target: Option<&str>,
     cache: bool,
     flags: Option<Vec<String>>,
+    memory_limit: Option<MemoryLimit>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     if !(0..=i64::from(elfjit_bindings::MAX_OPT_LEVEL)).contains(&opt) {
         return Err(raise(elfjit_bindings::bad_argument(
@@ -340,6 +367,7 @@ fn compile<'py>(
         opt_level: u32::try_from(opt).unwrap_or(u32::MAX),
         cache,
         flags: flags.unwrap_or_default(),
+        memory_limit: memory_limit.map(|m| m.bytes()).transpose()?,
     };
     let object = py
         .detach(|| elfjit_bindings::compile(source.bytes(), &request))

@@ -218,6 +218,23 @@ def test_errors_carry_the_library_messages() -> None:
     assert issubclass(elfjit.ClangNotFoundError, elfjit.CompileError)
 
 
+def test_compile_memory_limit() -> None:
+    """clang past the memory limit is a CompileError naming it; sizes are bytes or text."""
+    huge = 'asm(".fill 268435456");\nint f(void) { return 1; }\n'
+    for limit in ("128M", 128 << 20):
+        with pytest.raises(
+            elfjit.CompileError,
+            match=r"exceeded the compiler memory limit of 128 MiB \(ELFJIT_COMPILE_MEMORY\)",
+        ):
+            elfjit.compile(huge, memory_limit=limit)
+    for limit in (None, 0, "0", "128M", 128 << 20):
+        assert elfjit.compile("int f(void) { return 1; }", memory_limit=limit)[:4] == b"\x7fELF"
+    with pytest.raises(elfjit.ArgumentError, match=r"^bad memory_limit: -1 "):
+        elfjit.compile("int x;", memory_limit=-1)
+    with pytest.raises(elfjit.ArgumentError, match=r"^bad memory_limit: `lots`: expected a size"):
+        elfjit.compile("int x;", memory_limit="lots")
+
+
 def test_messages_match_the_c_abi() -> None:
     """The same failures through libelfjit.so give the same text: both are the library's."""
     lib = ctypes.CDLL(os.environ.get("ELFJIT_CAPI_LIB", str(REPO / "target/debug/libelfjit.so")))

@@ -528,6 +528,64 @@ static void test_threads(void) {
     CHECK(error_has("`module` is a null pointer"));
 }
 
+/* A pthread key destructor runs after the thread's Rust thread-locals were destroyed
+ * (glibc runs the C++/Rust TLS destructors first): elfjit calls made there still work and
+ * report their status instead of aborting the process. */
+static pthread_key_t exit_key;
+static elfjit_status status_in_destructor = ELFJIT_OK;
+static char message_in_destructor[512];
+
+static void on_thread_exit(void *value) {
+    const void *address = NULL;
+    status_in_destructor = elfjit_module_symbol(NULL, "x", &address);
+    const char *message = elfjit_last_error();
+    snprintf(message_in_destructor, sizeof message_in_destructor, "%s",
+             message ? message : "(NULL)");
+    elfjit_module_free((elfjit_module *)value); /* a successful call: the module is freed */
+}
+
+static void *exiting_worker(void *module) {
+    const void *address = NULL;
+    /* An elfjit call first, so this thread's error slot exists (and is destroyed at exit). */
+    elfjit_module_symbol(NULL, "x", &address);
+    pthread_setspecific(exit_key, module);
+    return NULL;
+}
+
+static void test_calls_from_a_thread_local_destructor(void) {
+    elfjit_module *module = build("int f(void) { return 1; }");
+    CHECK(module != NULL);
+    CHECK(pthread_key_create(&exit_key, on_thread_exit) == 0);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, exiting_worker, module) == 0);
+    CHECK(pthread_join(thread, NULL) == 0);
+    CHECK(status_in_destructor == ELFJIT_ERROR_NULL_POINTER);
+    CHECK(strstr(message_in_destructor, "`module` is a null pointer") != NULL ||
+          strstr(message_in_destructor, "thread-local destructor") != NULL);
+    printf("  from a key destructor: status %d, \"%.60s...\"\n", (int)status_in_destructor,
+           message_in_destructor);
+    pthread_key_delete(exit_key);
+}
+
+/* A compile past the compiler memory limit fails with a message naming the limit; the
+ * same limit compiles an ordinary kernel. */
+static void test_compile_memory_limit(void) {
+    elfjit_compile_options options = elfjit_compile_options_default();
+    CHECK(options.memory_limit == ELFJIT_COMPILE_MEMORY_DEFAULT);
+    options.memory_limit = 128u << 20;
+    elfjit_object *object = compile("asm(\".fill 268435456\");\nint f(void) { return 1; }\n",
+                                    &options);
+    CHECK(object == NULL);
+    CHECK(error_has("exceeded the compiler memory limit of 128 MiB (ELFJIT_COMPILE_MEMORY)"));
+    object = compile("int f(void) { return 1; }", &options);
+    CHECK(object != NULL);
+    elfjit_object_free(object);
+    options.memory_limit = ELFJIT_COMPILE_MEMORY_UNLIMITED;
+    object = compile("int f(void) { return 1; }", &options);
+    CHECK(object != NULL);
+    elfjit_object_free(object);
+}
+
 /* `--leak`: load a module and never free it, so valgrind's leak check has something to
    find (scripts/test-capi checks that it does: the check can fail). */
 static int leak_on_purpose(void) {
@@ -549,6 +607,8 @@ int main(int argc, char **argv) {
     test_free_returns_memory();
     test_cache();
     test_threads();
+    test_calls_from_a_thread_local_destructor();
+    test_compile_memory_limit();
     printf("test result: %s. %d passed; %d failed; (C API checks)\n", failed ? "FAILED" : "ok",
            passed, failed);
     return failed != 0;

@@ -71,6 +71,7 @@ def compile(
     target: str | None = None,
     cache: bool = False,
     flags: Sequence[str] | None = None,
+    memory_limit: int | str | None = None,
 ) -> bytes:
     """Compiles C (lang="c") or LLVM IR (lang="ir") into a relocatable ELF object with
     clang, through pipes, with the GIL released.
@@ -78,7 +79,10 @@ def compile(
     `target` names an architecture ("x86_64", "aarch64", "riscv64", "loongarch64",
     "ppc64le"; None is the host). `cache=True` uses elfjit's compile cache (in memory and
     in $ELFJIT_CACHE_DIR/objects or ~/.cache/elfjit/objects). `flags` are extra clang
-    arguments. Raises CompileError, ClangNotFoundError, ArgumentError."""
+    arguments. `memory_limit` bounds the memory clang may take: a number of bytes or a
+    size such as "1G" or "512M", 0 for no limit; None is $ELFJIT_COMPILE_MEMORY, else
+    4 GiB. clang running out of it raises CompileError naming the limit. Raises
+    CompileError, ClangNotFoundError, ArgumentError."""
 
 def host() -> str | None:
     """The host architecture's name, or None where elfjit does not support it."""
