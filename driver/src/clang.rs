@@ -291,6 +291,14 @@ impl Compiler {
             stderr: String::from_utf8_lossy(&reply.diagnostics).into_owned(),
         };
         if reply.status != 0 {
+            let stderr = String::from_utf8_lossy(&reply.diagnostics);
+            if let Some(limit) = self.memory_limit.filter(|_| says_out_of_memory(&stderr)) {
+                return Err(Error::ClangMemoryLimit {
+                    clang: self.path.clone(),
+                    limit,
+                    stderr: stderr.into_owned(),
+                });
+            }
             return Err(failed(format!("exit status: {}", reply.status)));
         }
         if reply.object.is_empty() {
@@ -402,10 +410,11 @@ pub(crate) fn compile_args(opts: &CompileOptions, host: HostInfo) -> Vec<String>
 /// driver exits with 1, or the process dies of `SIGABRT`), the C++ runtime
 /// `std::bad_alloc`.
 fn ran_out_of_memory(run: &Finished) -> bool {
-    if run.status.success() {
-        return false;
-    }
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    !run.status.success() && says_out_of_memory(&String::from_utf8_lossy(&run.stderr))
+}
+
+/// Whether clang's (or a compile server's) `stderr` says it ran out of memory.
+pub(crate) fn says_out_of_memory(stderr: &str) -> bool {
     [
         "LLVM ERROR: out of memory",
         "Allocation failed",

@@ -127,20 +127,13 @@ enum Choice {
     Spawn(String),
 }
 
-/// The limits `compiler`'s servers run under.
-fn limits(_compiler: &Compiler) -> Result<Limits> {
-    Ok(Limits {
-        memory_limit: crate::memory_limit::compile_memory_from_env()?,
-        ..Limits::default()
-    })
-}
 
 fn choose(compiler: &Compiler) -> Result<Choice> {
     let mode = Mode::from_env()?;
     if mode == Mode::Spawn {
         return Ok(Choice::Spawn(format!("{COMPILER_ENV}=spawn")));
     }
-    match pool::for_compiler(compiler, &limits(compiler)?)? {
+    match pool::for_compiler(compiler, &Limits::for_compiler(compiler))? {
         Ok(pool) => Ok(Choice::Pool(pool)),
         Err(why) => unavailable(mode, compiler, why).map(Choice::Spawn),
     }

@@ -16,17 +16,19 @@
 //! - **Faults.** A request that overruns its deadline kills its server (the next request
 //!   starts a replacement) and is the same [`Error::ClangTimeout`] a spawned clang gives. A
 //!   server that dies, or answers outside the protocol, is dropped and the request retried
-//!   once on a fresh server; a second failure is [`Error::CompileServer`] naming both. After
+//!   once on a fresh server; a second failure is [`Error::CompileServer`] naming both (one
+//!   that ran out of memory under the compiler memory limit is not retried: it is the
+//!   spawned clang's [`Error::ClangMemoryLimit`]). After
 //!   [`DEATHS_BEFORE_GIVING_UP`] such failures without a success in between, or a server
 //!   that cannot be started, the pool is given up and later compiles spawn clang
 //!   ([`Served::Spawn`], which says why).
 //! - **Keyed by the clang**: its path and the file's identity (device, inode, size, change
 //!   time), so a clang replaced in place gets a new pool and a server verified for it, and
-//!   the memory limit its servers run under.
+//!   the memory limit its servers run under (the [`Compiler`]'s, as a spawned clang's).
 
 use super::{Limits, Reply, Request, Server, ServerBinary, ServerError};
 use crate::child::Failure;
-use crate::clang::Compiler;
+use crate::clang::{says_out_of_memory, Compiler};
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -311,6 +313,18 @@ impl Pool {
                 Err(ServerError::Timeout { .. }) => {
                     lease.kill();
                     return Err(timeout());
+                }
+                // Out of memory under the compiler memory limit: the source's doing, which
+                // a retry would only repeat. The spawned clang's error.
+                Err(ServerError::Died { stderr, .. })
+                    if clang.memory_limit().is_some() && says_out_of_memory(&stderr) =>
+                {
+                    lease.kill();
+                    return Err(Error::ClangMemoryLimit {
+                        clang: clang.path().to_path_buf(),
+                        limit: clang.memory_limit().unwrap_or_default(),
+                        stderr,
+                    });
                 }
                 Err(e) => {
                     let what = e.to_string();
