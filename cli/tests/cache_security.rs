@@ -275,7 +275,9 @@ fn no_home_means_no_shared_directory() {
             .args(args)
             .env_remove("HOME")
             .env_remove("XDG_CACHE_HOME")
-            .env("TMPDIR", &tmp))
+            .env("TMPDIR", &tmp)
+            // The object cache's directory is under test, not a compile server in it.
+            .env("ELFJIT_COMPILER", "spawn"))
     };
     let o = cli(&["cache", "dir"]);
     let dir = stdout(&o);
@@ -306,7 +308,8 @@ fn no_home_means_no_shared_directory() {
         .args(["--cache", "--json"])
         .env_remove("HOME")
         .env_remove("XDG_CACHE_HOME")
-        .env("TMPDIR", &tmp2));
+        .env("TMPDIR", &tmp2)
+        .env("ELFJIT_COMPILER", "spawn"));
     let j = json(&o);
     assert_eq!(j["return"], 42);
     assert_eq!(j["cache"], "miss");
