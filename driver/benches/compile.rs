@@ -184,5 +184,11 @@ fn spawn_vs_server(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, source_to_callable, batches, parallel, spawn_vs_server);
+criterion_group!(
+    benches,
+    source_to_callable,
+    batches,
+    parallel,
+    spawn_vs_server
+);
 criterion_main!(benches);

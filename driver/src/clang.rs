@@ -209,7 +209,9 @@ impl Compiler {
         Ok(self.version.get_or_init(|| first).clone())
     }
 
-    /// Compiles `source` to a relocatable ELF object, entirely through pipes.
+    /// Compiles `source` to a relocatable ELF object, entirely through pipes: on a warm
+    /// compile server of the process's pool where there is one, else by a spawned clang
+    /// (the same object either way; [`crate::route`] says which and why).
     pub fn compile(&self, source: &[u8], opts: &CompileOptions) -> Result<Vec<u8>> {
         self.compile_for_host(source, opts, HostInfo::current())
     }
@@ -247,7 +249,7 @@ impl Compiler {
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
         let args = compile_args(opts, host);
         if let Some(reply) = crate::route::compile_on_server(self, &args, source, dependencies)? {
-            return self.from_server(reply);
+            return self.server_result(reply);
         }
         let args: Vec<OsString> = args.into_iter().map(OsString::from).collect();
         let side = |pipe: &Path| -> Vec<OsString> {
@@ -284,7 +286,7 @@ impl Compiler {
 
     /// A compile server's reply as the spawned path's result: the same errors for a
     /// failed compile or an empty object (the server reports clang's exit status).
-    fn from_server(&self, reply: Reply) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+    fn server_result(&self, reply: Reply) -> Result<(Vec<u8>, Vec<PathBuf>)> {
         let failed = |status: String| Error::ClangFailed {
             clang: self.path.clone(),
             status,

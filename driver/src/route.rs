@@ -127,7 +127,6 @@ enum Choice {
     Spawn(String),
 }
 
-
 fn choose(compiler: &Compiler) -> Result<Choice> {
     let mode = Mode::from_env()?;
     if mode == Mode::Spawn {

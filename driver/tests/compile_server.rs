@@ -58,7 +58,7 @@ fn eight_threads_compiling_at_once_each_get_their_own_object() {
                         let f: Symbol<'_, unsafe extern "C" fn(i32) -> i32> =
                             module.get(&format!("k{n}")).unwrap();
                         // SAFETY: k<n> is `int (int)`, as compiled just above.
-                        assert_eq!(unsafe { f(1000) }, 1000 * k as i32 + round as i32);
+                        assert_eq!(unsafe { f(1000) }, 1000 * k + round);
                     }
                     pids
                 })

@@ -25,7 +25,9 @@ fn prepare_starts_a_server_that_the_first_compile_uses() {
     assert_eq!(started.len(), 1, "prepare started no server");
     let compiler = Compiler::find().unwrap();
     let opts = CompileOptions::new(Lang::C, Arch::host().unwrap());
-    compiler.compile(b"int one(void) { return 1; }", &opts).unwrap();
+    compiler
+        .compile(b"int one(void) { return 1; }", &opts)
+        .unwrap();
     match last_compile() {
         Some(CompiledBy::Server { pid, .. }) => assert_eq!([pid], started[..]),
         other => panic!("not compiled by a server: {other:?}"),
