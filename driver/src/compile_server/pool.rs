@@ -20,7 +20,8 @@
 //!   that ran out of memory under the compiler memory limit is not retried: it is the
 //!   spawned clang's [`Error::ClangMemoryLimit`]). After
 //!   [`DEATHS_BEFORE_GIVING_UP`] such failures without a success in between, or a server
-//!   that cannot be started, the pool is given up and later compiles spawn clang
+//!   that cannot be started or dies before it is ready (a library missing at run time),
+//!   the pool is given up and later compiles spawn clang
 //!   ([`Served::Spawn`], which says why).
 //! - **Keyed by the clang**: its path and the file's identity (device, inode, size, change
 //!   time), so a clang replaced in place gets a new pool and a server verified for it, and
@@ -40,7 +41,7 @@ pub const DEFAULT_MAX_SERVERS: usize = 8;
 pub const MAX_SERVERS: usize = 256;
 /// How long an unused server stays up.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long [`crate::prepare`]'s background start waits for a server to be ready.
+/// How long a new server may take to load its libraries and say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Failed requests in a row (each already retried once) after which a pool is given up.
 pub const DEATHS_BEFORE_GIVING_UP: u32 = 3;
@@ -201,7 +202,7 @@ impl Pool {
             if state.pids.len() + state.starting < self.size {
                 state.starting += 1;
                 drop(state);
-                let started = Server::start(&self.binary, &self.limits);
+                let started = self.start(deadline);
                 let mut state = self.lock();
                 state.starting -= 1;
                 return match started {
@@ -212,11 +213,13 @@ impl Pool {
                             server: Some(server),
                         })
                     }
-                    Err(e) => {
-                        let why = format!(
-                            "the compile server {} could not be started: {e}",
-                            self.binary.path().display()
-                        );
+                    Err(None) => {
+                        drop(state);
+                        // Its place is free again.
+                        self.returned.notify_one();
+                        Checkout::TimedOut
+                    }
+                    Err(Some(why)) => {
                         state.given_up = Some(why.clone());
                         drop(state);
                         // Waiters see the pool given up.
@@ -237,6 +240,27 @@ impl Pool {
                         .0
                 }
             };
+        }
+    }
+
+    /// A new server, ready for requests (its libraries loaded). `Err(None)`: `deadline`
+    /// came first, which is the request's doing; `Err(Some(why))`: no server can be
+    /// started here (it cannot be run, is no longer the verified file, or exits or hangs
+    /// before it is ready).
+    fn start(&self, deadline: Option<Instant>) -> std::result::Result<Server, Option<String>> {
+        let failed = |e: ServerError| {
+            Some(format!(
+                "the compile server {} could not be started: {e}",
+                self.binary.path().display()
+            ))
+        };
+        let mut server = Server::start(&self.binary, &self.limits).map_err(failed)?;
+        let own = Instant::now() + START_TIMEOUT;
+        let until = deadline.map_or(own, |d| d.min(own));
+        match server.wait_ready(until) {
+            Ok(_) => Ok(server),
+            Err(ServerError::Timeout { .. }) if until < own => Err(None),
+            Err(e) => Err(failed(e)),
         }
     }
 
@@ -358,19 +382,11 @@ impl Pool {
     /// [`crate::prepare`] does so the first compile finds one running. Returns its pid.
     pub(crate) fn warm(&self) -> std::result::Result<u32, String> {
         match self.checkout(None) {
-            Checkout::Got(mut lease) => {
-                let Some(server) = lease.server.as_mut() else {
-                    return Err("no server".to_string());
-                };
-                let pid = server.pid();
-                match server.wait_ready(Instant::now() + START_TIMEOUT) {
-                    Ok(_) => Ok(pid),
-                    Err(e) => {
-                        lease.kill();
-                        Err(e.to_string())
-                    }
-                }
-            }
+            Checkout::Got(lease) => lease
+                .server
+                .as_ref()
+                .map(Server::pid)
+                .ok_or_else(|| "no server".to_string()),
             Checkout::TimedOut => Err("no server came back".to_string()),
             Checkout::GivenUp(why) => Err(why),
         }
@@ -417,8 +433,39 @@ struct Key {
 
 type Slot = Arc<OnceLock<std::result::Result<Arc<Pool>, String>>>;
 
-/// Every pool of the process, with the clangs for which no server could be had.
-static POOLS: Mutex<Vec<(Key, Slot)>> = Mutex::new(Vec::new());
+/// Every pool of the process, with the clangs for which no server could be had, and the
+/// process they belong to.
+static POOLS: Mutex<Pools> = Mutex::new(Pools {
+    owner: 0,
+    pools: Vec::new(),
+});
+
+struct Pools {
+    owner: u32,
+    pools: Vec<(Key, Slot)>,
+}
+
+impl Pools {
+    /// The pools of this process. A child forked from the process that started them
+    /// inherits their pipes but not the servers: its requests would interleave with the
+    /// parent's, and dropping them would kill the parent's servers. The child forgets them
+    /// (leaking their memory and descriptors) and starts its own.
+    fn mine(&mut self) -> &mut Vec<(Key, Slot)> {
+        let me = std::process::id();
+        if self.owner != me {
+            std::mem::forget(std::mem::take(&mut self.pools));
+            self.owner = me;
+        }
+        &mut self.pools
+    }
+
+    fn all(&mut self) -> Vec<Arc<Pool>> {
+        self.mine()
+            .iter()
+            .filter_map(|(_, slot)| slot.get().and_then(|p| p.as_ref().ok()).cloned())
+            .collect()
+    }
+}
 
 /// The pool for `clang`'s servers under `limits`, made on first use (finding, verifying
 /// or building its server); `Err` says why there is none.
@@ -444,6 +491,7 @@ pub(crate) fn for_compiler(
     };
     let slot: Slot = {
         let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+        let pools = pools.mine();
         match pools.iter().find(|(k, _)| *k == key) {
             Some((_, slot)) => slot.clone(),
             None => {
@@ -468,12 +516,8 @@ pub(crate) fn for_compiler(
 
 /// The pids of every compile server of this process (for tests that must find one).
 pub(crate) fn all_pids() -> Vec<u32> {
-    let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
-    pools
-        .iter()
-        .filter_map(|(_, slot)| slot.get().and_then(|p| p.as_ref().ok()).cloned())
-        .flat_map(|pool| pool.pids())
-        .collect()
+    let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner()).all();
+    pools.iter().flat_map(|pool| pool.pids()).collect()
 }
 
 /// The thread that stops idle servers.
@@ -482,30 +526,28 @@ mod reaper {
     use std::sync::Mutex;
     use std::time::Instant;
 
-    static RUNNING: Mutex<bool> = Mutex::new(false);
+    /// The process whose reaper runs (a forked child has none, whatever it inherited).
+    static RUNNING: Mutex<Option<u32>> = Mutex::new(None);
 
     /// Starts the reaper unless it runs. If the system refuses a thread, requests still
     /// stop the expired servers they meet.
     pub(super) fn ensure_running() {
+        let me = std::process::id();
         let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-        if *running {
+        if *running == Some(me) {
             return;
         }
         *running = std::thread::Builder::new()
             .name("elfjit-compile-server-reaper".into())
             .spawn(run)
-            .is_ok();
+            .is_ok()
+            .then_some(me);
     }
 
     fn run() {
         loop {
             std::thread::sleep(IDLE_TIMEOUT / 4);
-            let pools: Vec<_> = POOLS
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .filter_map(|(_, slot)| slot.get().and_then(|p| p.as_ref().ok()).cloned())
-                .collect();
+            let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner()).all();
             let now = Instant::now();
             let mut any_idle = false;
             for pool in pools {
@@ -515,7 +557,7 @@ mod reaper {
             // after this check starts a new reaper.
             let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
             if !any_idle {
-                *running = false;
+                *running = None;
                 return;
             }
         }
