@@ -8,6 +8,15 @@
 //! it. Flags a server must not compile (`-mllvm`, which changes LLVM's global state) are
 //! spawned whatever the setting.
 //!
+//! The servers are the process's own, one pool per clang, started on demand: at most the
+//! available cores, up to 8 (`ELFJIT_COMPILE_SERVERS=N`, N from 1 to 256, changes it; any
+//! other value is an error at the first compile). A compile takes an idle server, starts
+//! one, or waits for one within its deadline ([`Compiler::timeout`]). A server unused for
+//! 60 s exits; all of them exit with the process. A request past its deadline kills its
+//! server and is [`Error::ClangTimeout`], as a spawned clang's; a server that dies on a
+//! request is replaced and the request retried once, then it is [`Error::CompileServer`].
+//! [`crate::prepare`] starts a server in the background.
+//!
 //! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
 //! reports it) and [`describe`] what would compile the next one (`elfjit --version`).
 
