@@ -13,7 +13,8 @@ const ABOUT: &str = "compile C or LLVM IR with clang on a pipe, link it in memor
 
 const AFTER_HELP: &str = "\
 clang: $ELFJIT_CLANG if set, else the first `clang` in PATH, else a `clang-NN`: the
-first PATH directory holding one decides, and in it the highest NN.
+first PATH directory holding one decides, and in it the highest NN. It runs under a
+memory limit: $ELFJIT_COMPILE_MEMORY (e.g. 1G, 512M; 0 for none), else 4 GiB.
 FILE (or stdin) is read up to 64 MiB.
 A native kernel that crashes is reported (signal, kernel, fault address) on stderr.";
 

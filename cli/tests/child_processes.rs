@@ -241,14 +241,19 @@ fn failed_spawns_are_errors_not_panics() {
 }
 
 /// Children run in their own process groups, which the terminal's Ctrl-C does not reach:
-/// the CLI kills them itself when it is interrupted, then dies of the signal.
+/// the CLI kills them itself when it is interrupted (and everything else descending from
+/// it, such as a process that left its group with setsid), then dies of the signal.
 #[test]
 fn an_interrupted_cli_takes_its_children_down() {
     let s = Scratch::new("interrupt");
     let pids = s.join("pids");
+    // A child in the group, and one that left it (setsid): both go down with elfjit.
     let qemu = s.script(
         "qemu",
-        &format!("sleep 60 & echo \"$$ $!\" > {}; wait", pids.display()),
+        &format!(
+            "setsid sleep 60 & detached=$!; sleep 60 & echo \"$$ $! $detached\" > {}; wait",
+            pids.display()
+        ),
     );
     let src = s.write("add.c", ADD);
     // The runner first (built or loaded), so the child below is the emulated call.
@@ -361,5 +366,48 @@ fn a_detached_emulated_process_does_not_outlive_the_cli() {
     assert!(
         left.is_empty() && !process_alive(&child.to_string()),
         "left behind: {left:?} (the detached child was {child})"
+    );
+}
+
+/// Issue 26: ELFJIT_COMPILE_MEMORY that is not a size is an error naming it, before
+/// clang runs; a limit clang passes is an error naming the limit.
+#[test]
+fn the_compiler_memory_limit_is_set_by_the_environment() {
+    let s = Scratch::new("compile-memory");
+    let src = s.write("add.c", ADD);
+    let args = ["--arg", "i32:40", "--arg", "i32:2", "--ret", "i32"];
+    let o = run(bin()
+        .arg("run")
+        .arg(&src)
+        .args(args)
+        .env("ELFJIT_COMPILE_MEMORY", "lots"));
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("bad ELFJIT_COMPILE_MEMORY `lots`: expected a size"),
+        "{}",
+        stderr(&o)
+    );
+    for ok in ["512M", "0", ""] {
+        let o = run(bin()
+            .arg("run")
+            .arg(&src)
+            .args(args)
+            .env("ELFJIT_COMPILE_MEMORY", ok));
+        assert!(o.status.success(), "{ok}: {}", stderr(&o));
+    }
+    let huge = s.write(
+        "huge.c",
+        "asm(\".fill 268435456\");\nint f(void) { return 1; }\n",
+    );
+    let o = run(bin()
+        .arg("run")
+        .arg(&huge)
+        .args(["--ret", "i32"])
+        .env("ELFJIT_COMPILE_MEMORY", "128M"));
+    assert!(
+        stderr(&o)
+            .contains("exceeded the compiler memory limit of 128 MiB (ELFJIT_COMPILE_MEMORY)"),
+        "{}",
+        stderr(&o)
     );
 }

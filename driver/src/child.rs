@@ -256,7 +256,8 @@ fn unregister(slot: Option<usize>) {
 /// of every child running at that moment, then let the signal end the process as it
 /// would have. Children live in their own groups (so a timeout can kill everything they
 /// started), which the terminal's signals do not reach; without this an interrupted
-/// elfjit would leave, say, a looping kernel under qemu running. Idempotent; for
+/// elfjit would leave, say, a looping kernel under qemu running. With
+/// [`crate::orphans::adopt_orphans`], every other descendant is killed too. Idempotent; for
 /// programs (the CLI), not libraries, which keep their host's signal handling.
 pub fn stop_children_on_termination_signals() -> std::io::Result<()> {
     static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -282,6 +283,10 @@ pub fn stop_children_on_termination_signals() -> std::io::Result<()> {
 }
 
 extern "C" fn on_termination(sig: libc::c_int) {
+    // A process that left its group (setsid) would pass on to init when this process
+    // dies; with `adopt_orphans` (the CLI), every descendant is killed
+    // (first, while the process tree is whole).
+    crate::orphans::kill_descendants_from_signal_handler();
     for slot in &LIVE {
         let pgid = slot.load(Ordering::Acquire);
         if pgid > 0 {

@@ -11,7 +11,7 @@ use crate::compile_server::Reply;
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 pub use crate::flags::{CompileOptions, Lang};
-use crate::memory_limit::{compile_memory_from_env, DEFAULT_COMPILE_MEMORY};
+use crate::memory_limit::{compile_memory_from_env, says_out_of_memory, DEFAULT_COMPILE_MEMORY};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -293,12 +293,12 @@ impl Compiler {
             stderr: String::from_utf8_lossy(&reply.diagnostics).into_owned(),
         };
         if reply.status != 0 {
-            let stderr = String::from_utf8_lossy(&reply.diagnostics);
-            if let Some(limit) = self.memory_limit.filter(|_| says_out_of_memory(&stderr)) {
+            let out_of_memory = says_out_of_memory(&reply.diagnostics);
+            if let Some(limit) = self.memory_limit.filter(|_| out_of_memory) {
                 return Err(Error::ClangMemoryLimit {
                     clang: self.path.clone(),
                     limit,
-                    stderr: stderr.into_owned(),
+                    stderr: String::from_utf8_lossy(&reply.diagnostics).into_owned(),
                 });
             }
             return Err(failed(format!("exit status: {}", reply.status)));
@@ -340,11 +340,13 @@ impl Compiler {
         spec.memory_limit = self.memory_limit;
         let finished = child::run(&spec).map_err(|f| self.failure(f, what))?;
         match self.memory_limit {
-            Some(limit) if ran_out_of_memory(&finished) => Err(Error::ClangMemoryLimit {
-                clang: self.path.clone(),
-                limit,
-                stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
-            }),
+            Some(limit) if !finished.status.success() && says_out_of_memory(&finished.stderr) => {
+                Err(Error::ClangMemoryLimit {
+                    clang: self.path.clone(),
+                    limit,
+                    stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
+                })
+            }
             _ => Ok(finished),
         }
     }
@@ -405,25 +407,6 @@ pub(crate) fn compile_args(opts: &CompileOptions, host: HostInfo) -> Vec<String>
     let mut args = clang_args(opts, host);
     args.extend(["-", "-o", "-"].map(String::from));
     args
-}
-
-/// Whether a clang run failed because an allocation failed: LLVM's out-of-memory
-/// handler reports `LLVM ERROR: out of memory` / `Allocation failed` (then clang's
-/// driver exits with 1, or the process dies of `SIGABRT`), the C++ runtime
-/// `std::bad_alloc`.
-fn ran_out_of_memory(run: &Finished) -> bool {
-    !run.status.success() && says_out_of_memory(&String::from_utf8_lossy(&run.stderr))
-}
-
-/// Whether clang's (or a compile server's) `stderr` says it ran out of memory.
-pub(crate) fn says_out_of_memory(stderr: &str) -> bool {
-    [
-        "LLVM ERROR: out of memory",
-        "Allocation failed",
-        "std::bad_alloc",
-    ]
-    .iter()
-    .any(|marker| stderr.contains(marker))
 }
 
 /// The files a make-style dependency rule (`-MD -MF`, target `x`) names, in order,

@@ -73,6 +73,21 @@ pub fn parse_memory_size(text: &str) -> std::result::Result<Option<u64>, String>
     Ok((value != 0).then_some(value))
 }
 
+/// Whether a compiler's diagnostics say an allocation failed: LLVM's out-of-memory
+/// handler reports `LLVM ERROR: out of memory` / `Allocation failed` (then clang's driver
+/// exits with 1, or the process dies of `SIGABRT`), the C++ runtime `std::bad_alloc`. A
+/// compiler that failed with this under a limit ran out of it.
+pub fn says_out_of_memory(stderr: &[u8]) -> bool {
+    let stderr = String::from_utf8_lossy(stderr);
+    [
+        "LLVM ERROR: out of memory",
+        "Allocation failed",
+        "std::bad_alloc",
+    ]
+    .iter()
+    .any(|marker| stderr.contains(marker))
+}
+
 /// How a limit reads in messages: `1 GiB (ELFJIT_COMPILE_MEMORY)`.
 pub fn describe_limit(bytes: u64) -> String {
     format!("{} ({COMPILE_MEMORY_ENV})", describe_size(bytes))
@@ -138,6 +153,17 @@ mod tests {
             msg.contains("ELFJIT_COMPILE_MEMORY") && msg.contains("UTF-8"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn out_of_memory_reports_are_recognised() {
+        assert!(says_out_of_memory(
+            b"LLVM ERROR: out of memory\nAllocation failed\n"
+        ));
+        assert!(says_out_of_memory(
+            b"terminate called after throwing std::bad_alloc"
+        ));
+        assert!(!says_out_of_memory(b"<stdin>:1:5: error: expected ';'"));
     }
 
     #[test]

@@ -29,8 +29,9 @@
 
 use super::{Limits, Reply, Request, Server, ServerBinary, ServerError};
 use crate::child::Failure;
-use crate::clang::{says_out_of_memory, Compiler};
+use crate::clang::Compiler;
 use crate::error::{Error, Result};
+use crate::memory_limit::says_out_of_memory;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -341,7 +342,7 @@ impl Pool {
                 // Out of memory under the compiler memory limit: the source's doing, which
                 // a retry would only repeat. The spawned clang's error.
                 Err(ServerError::Died { stderr, .. })
-                    if clang.memory_limit().is_some() && says_out_of_memory(&stderr) =>
+                    if clang.memory_limit().is_some() && says_out_of_memory(stderr.as_bytes()) =>
                 {
                     lease.kill();
                     return Err(Error::ClangMemoryLimit {
