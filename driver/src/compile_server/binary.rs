@@ -463,4 +463,38 @@ mod tests {
         assert!(is_server_file(&a) && is_server_file(&verified::digest_name(&a)));
         assert!(!is_server_file("runner-x86_64-0123"));
     }
+
+    #[test]
+    fn a_held_build_lock_makes_a_second_builder_wait_then_give_up() {
+        let root = std::env::temp_dir().join(format!(
+            "elfjit-server-lock-{}",
+            crate::private_dir::random_hex().unwrap()
+        ));
+        let dir = PrivateDir::open(&root, true).unwrap();
+        let held = lock(&dir, "x.lock", Instant::now()).unwrap();
+        // flock belongs to the open file: a second open is a second builder.
+        let e = lock(&dir, "x.lock", Instant::now() + Duration::from_millis(200)).unwrap_err();
+        assert!(e.reason.contains("another process"), "{e}");
+        drop(held);
+        lock(&dir, "x.lock", Instant::now()).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_toolchain_that_cannot_build_it_is_unavailable_with_the_reason() {
+        let e = Toolchain::find(Path::new("/nonexistent/bin/clang"), 4242).unwrap_err();
+        assert!(e.reason.contains("llvm-config-4242"), "{e}");
+        let c = Compiler::find().expect("clang");
+        let real = std::fs::canonicalize(c.path()).unwrap();
+        let major = llvm_major(&c.version().unwrap()).unwrap();
+        if real.parent().unwrap().join("llvm-config").is_file() {
+            let e = Toolchain::find(&real, major + 1).unwrap_err();
+            assert!(
+                e.reason.contains(&format!("clang is LLVM {}", major + 1)),
+                "{e}"
+            );
+        }
+        let t = Toolchain::find(&real, major).unwrap();
+        assert!(t.libclang_cpp.is_file() && t.libllvm.is_file(), "{t:?}");
+    }
 }

@@ -70,6 +70,9 @@
 
 namespace {
 
+// The process that started the server (elfjit).
+pid_t parent = 0;
+
 // The protocol's descriptors (copies of the original stdin and stdout).
 int proto_in = -1;
 int proto_out = -1;
@@ -297,6 +300,12 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
   if (refuses_global_state(args, why))
     return needs_spawn(why);
   restore_options();
+  // A spawned clang works in elfjit's current directory (relative -I paths, -g's
+  // compilation directory): so does the request, whatever elfjit's directory is now.
+  std::string cwd_link = "/proc/" + std::to_string(parent) + "/cwd";
+  if (chdir(cwd_link.c_str()) != 0)
+    return needs_spawn("cannot enter elfjit's current directory (" + cwd_link +
+                       "): " + strerror(errno));
 
   int deps_fd = -1;
   if (want_dependencies) {
@@ -521,8 +530,6 @@ bool serve_one() {
   send_reply(r);
   return true;
 }
-
-pid_t parent = 0;
 
 // Ends the server when the process that started it is gone, even mid-compile (a
 // parent-death signal would fire when the parent's *thread* that started it exits).

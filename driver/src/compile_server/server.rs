@@ -185,6 +185,8 @@ impl std::error::Error for ServerError {}
 pub(crate) struct Server {
     running: Option<Running>,
     pid: u32,
+    /// The clang it was built for: the only one its requests may name.
+    clang: String,
     stdin: Option<OwnedFd>,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
@@ -255,6 +257,7 @@ impl Server {
         Ok(Server {
             running: Some(running),
             pid,
+            clang: bin.clang().to_string_lossy().into_owned(),
             stdin,
             stdout,
             stderr,
@@ -288,12 +291,22 @@ impl Server {
             .ok_or_else(|| self.broken("it sent no ready frame".into()))
     }
 
-    /// Compiles `req`, within `deadline`.
+    /// Compiles `req`, within `deadline`. A request naming another clang than the
+    /// server's is [`ServerError::NeedsSpawn`].
     pub(crate) fn compile(
         &mut self,
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Reply, ServerError> {
+        if req.args.first() != Some(&self.clang) {
+            return Err(ServerError::NeedsSpawn {
+                reason: format!(
+                    "the request names {:?}, and this server is built for {}",
+                    req.args.first(),
+                    self.clang
+                ),
+            });
+        }
         let (header, packed) =
             protocol::encode_request(req.args, req.source.len(), req.want_dependencies).map_err(
                 |u| ServerError::NeedsSpawn {

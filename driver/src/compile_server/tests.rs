@@ -164,6 +164,50 @@ fn diagnostics_and_status_equal_spawned_clangs() {
 }
 
 #[test]
+fn diagnostics_past_the_cap_keep_the_spawned_head_and_the_server_serves_on() {
+    let c = compiler();
+    let bin = binary(&c);
+    let mut server = Server::start(&bin, &Limits::default()).unwrap();
+    let host = HostInfo::current();
+    let opts = CompileOptions::new(Lang::C, Arch::X86_64);
+    // Each warning quotes its 300-byte line: about 7 MiB of diagnostics.
+    let source = format!("#warning {}\n", "w".repeat(300)).repeat(10_000);
+    let spawned_head = match c.compile_for_host(source.as_bytes(), &opts, host) {
+        Err(crate::Error::ClangFailed { stderr, .. }) => stderr,
+        other => panic!("{other:?}"),
+    };
+    let args = request_args(&c, &opts, host);
+    let req = Request {
+        args: &args,
+        source: source.as_bytes(),
+        want_dependencies: false,
+    };
+    match server.compile(&req, soon()) {
+        Err(ServerError::TooMuchOutput {
+            stream: crate::child::Stream::Stderr,
+            limit,
+            diagnostics,
+        }) => {
+            assert_eq!(limit, crate::clang::MAX_DIAGNOSTICS);
+            assert_eq!(diagnostics.len(), limit);
+            assert!(String::from_utf8_lossy(&diagnostics) == spawned_head);
+        }
+        other => panic!("{other:?}"),
+    }
+    let small = b"int f(void) { return 2; }\n";
+    let req = Request {
+        args: &args,
+        source: small,
+        want_dependencies: false,
+    };
+    let reply = server.compile(&req, soon()).unwrap();
+    assert_eq!(
+        reply.object,
+        c.compile_for_host(small, &opts, host).unwrap()
+    );
+}
+
+#[test]
 fn global_state_is_refused_and_the_server_serves_on() {
     let c = compiler();
     let bin = binary(&c);
@@ -195,6 +239,17 @@ fn global_state_is_refused_and_the_server_serves_on() {
         );
     }
     opts.extra_flags.clear();
+    let mut args = request_args(&c, &opts, host);
+    args[0] = "/usr/bin/another-clang".into();
+    let r = server.compile(
+        &Request {
+            args: &args,
+            source,
+            want_dependencies: false,
+        },
+        soon(),
+    );
+    assert!(matches!(r, Err(ServerError::NeedsSpawn { .. })), "{r:?}");
     let args = request_args(&c, &opts, host);
     let reply = server
         .compile(
@@ -437,4 +492,65 @@ fn resident_memory_is_flat_over_ten_thousand_compiles() {
         end * 10 <= after_warm_up * 11,
         "grew from {after_warm_up} KiB to {end} KiB"
     );
+}
+
+#[test]
+fn requests_follow_elfjits_current_directory() {
+    // The current directory is the whole process's: the test that changes it runs alone,
+    // in a process of its own.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "compile_server::tests::compiles_in_the_directory_elfjit_moved_to",
+            "--ignored",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("1 passed"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "changes the current directory: run alone by requests_follow_elfjits_current_directory"]
+fn compiles_in_the_directory_elfjit_moved_to() {
+    let c = compiler();
+    let bin = binary(&c);
+    // Started here, then elfjit moves: a relative -I and -g's directory are the new one's.
+    let mut server = Server::start(&bin, &Limits::default()).unwrap();
+    server.wait_ready(soon()).unwrap();
+    let dir = std::env::temp_dir().join(format!("elfjit-server-cwd-{}", random_hex().unwrap()));
+    std::fs::create_dir_all(dir.join("inc")).unwrap();
+    std::fs::write(dir.join("inc/k.h"), "#define K 7\n").unwrap();
+    let before = std::env::current_dir().unwrap();
+    std::env::set_current_dir(&dir).unwrap();
+    let mut opts = CompileOptions::new(Lang::C, Arch::X86_64);
+    opts.debug_info = true;
+    opts.extra_flags = vec!["-Iinc".into()];
+    let host = HostInfo::current();
+    let source = b"#include \"k.h\"\nint f(void) { return K; }\n";
+    let args = request_args(&c, &opts, host);
+    let reply = server
+        .compile(
+            &Request {
+                args: &args,
+                source,
+                want_dependencies: false,
+            },
+            soon(),
+        )
+        .unwrap();
+    let spawned = c.compile_for_host(source, &opts, host);
+    std::env::set_current_dir(before).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        reply.status,
+        0,
+        "{}",
+        String::from_utf8_lossy(&reply.diagnostics)
+    );
+    assert!(reply.object == spawned.unwrap());
 }
