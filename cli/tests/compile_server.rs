@@ -34,9 +34,27 @@ fn version_and_json_say_a_server_compiled() {
 
     let d = Scratch::new("cs-json");
     let k = d.write("k.c", ADD_C);
+    // A fresh process's first compile spawns clang while its server starts.
     let v = json(&run(bin().arg("run").arg(&k).args([
         "--ret", "i32", "--arg", "i32:2", "--arg", "i32:3", "--json",
     ])));
+    assert_eq!(v["return"], 5);
+    assert_eq!(v["compiler"]["kind"], "spawn", "{v}");
+    assert!(
+        v["compiler"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the compile server is starting"),
+        "{v}"
+    );
+    // ELFJIT_COMPILER=server waits for it.
+    let v = json(&run(bin()
+        .env("ELFJIT_COMPILER", "server")
+        .arg("run")
+        .arg(&k)
+        .args([
+            "--ret", "i32", "--arg", "i32:2", "--arg", "i32:3", "--json",
+        ])));
     assert_eq!(v["return"], 5);
     assert_eq!(v["compiler"]["kind"], "server", "{v}");
     assert!(v["compiler"]["pid"].as_u64().unwrap() > 0, "{v}");
@@ -84,12 +102,12 @@ fn without_a_server_compiles_spawn_clang_with_one_note() {
         ])));
     assert_eq!(v["return"], 42);
     assert_eq!(v["compiler"]["kind"], "spawn", "{v}");
+    // --version waits for the verdict: no server for this clang, and why.
+    let o = run(bin().env("ELFJIT_CLANG", &clang).arg("--version"));
+    let text = stdout(&o);
     assert!(
-        v["compiler"]["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("no compile server: "),
-        "{v}"
+        text.contains("compiler: spawned clang (no compile server: "),
+        "{text}"
     );
 }
 

@@ -3,7 +3,10 @@
 //!
 //! `ELFJIT_COMPILER` decides: unset or empty, a server when one can be had and a spawned
 //! clang otherwise, with one note per process saying why (no server for this clang, a server
-//! that cannot be started or keeps failing); `spawn`, always a spawned clang; `server`,
+//! that cannot be started or keeps failing). A process's first compile starts the server
+//! on a thread of its own and spawns clang meanwhile, as do the compiles that come before
+//! the server is ready, so a short-lived process never waits for a server's start
+//! ([`crate::prepare`] starts it earlier); `spawn`, always a spawned clang; `server`,
 //! always a server, and an error where there is none. Any other value is an error naming
 //! it. Flags a server must not compile (`-mllvm`, which changes LLVM's global state) are
 //! spawned whatever the setting.
@@ -21,7 +24,7 @@
 //! reports it) and [`describe`] what would compile the next one (`elfjit --version`).
 
 use crate::clang::Compiler;
-use crate::compile_server::pool::{self, Pool, Served};
+use crate::compile_server::pool::{self, Found, Pool, Served};
 use crate::compile_server::{Limits, Reply, Request};
 use crate::error::{Error, Result};
 use std::cell::RefCell;
@@ -111,7 +114,7 @@ fn record(by: CompiledBy) {
 /// What would compile a kernel with `compiler` now, starting a server if the pool has none
 /// running (its pid is then the one reported).
 pub fn describe(compiler: &Compiler) -> Result<CompiledBy> {
-    match choose(compiler)? {
+    match choose(compiler, true)? {
         Choice::Spawn(reason) => Ok(CompiledBy::Spawned { reason }),
         Choice::Pool(pool) => match pool.warm() {
             Ok(pid) => Ok(CompiledBy::Server {
@@ -136,16 +139,23 @@ enum Choice {
     Spawn(String),
 }
 
-fn choose(compiler: &Compiler) -> Result<Choice> {
+/// Where a compile goes; with `wait`, a server that is still starting is waited for.
+fn choose(compiler: &Compiler, wait: bool) -> Result<Choice> {
     let mode = Mode::from_env()?;
     if mode == Mode::Spawn {
         return Ok(Choice::Spawn(format!("{COMPILER_ENV}=spawn")));
     }
-    match pool::for_compiler(compiler, &Limits::for_compiler(compiler))? {
-        Ok(pool) => Ok(Choice::Pool(pool)),
-        Err(why) => unavailable(mode, compiler, why).map(Choice::Spawn),
+    let limits = Limits::for_compiler(compiler);
+    match pool::for_compiler(compiler, &limits, wait || mode == Mode::Server)? {
+        Found::Pool(pool) => Ok(Choice::Pool(pool)),
+        Found::Starting => Ok(Choice::Spawn(STARTING.to_string())),
+        Found::Unavailable(why) => unavailable(mode, compiler, why).map(Choice::Spawn),
     }
 }
+
+/// Why a compile spawned clang while the first server starts.
+const STARTING: &str =
+    "the compile server is starting; this process's first compiles spawn clang meanwhile";
 
 /// No server for `compiler`, for reason `why`: under [`Mode::Server`] an error, else a
 /// spawned clang and the process's one note about it; returns the reason to record.
@@ -156,12 +166,7 @@ fn unavailable(mode: Mode, compiler: &Compiler, why: String) -> Result<String> {
             message: format!("{COMPILER_ENV}=server, but there is no server: {why}"),
         });
     }
-    crate::notes::once("compile server", "unavailable", || {
-        format!(
-            "compiling with a spawned {} for every kernel (slower): {why}",
-            compiler.path().display()
-        )
-    });
+    pool::note_unavailable(compiler, &why);
     Ok(format!("no compile server: {why}"))
 }
 
@@ -174,7 +179,7 @@ pub(crate) fn compile_on_server(
     source: &[u8],
     want_dependencies: bool,
 ) -> Result<Option<Reply>> {
-    let pool = match choose(compiler)? {
+    let pool = match choose(compiler, false)? {
         Choice::Pool(pool) => pool,
         Choice::Spawn(reason) => {
             record(CompiledBy::Spawned { reason });
@@ -240,7 +245,7 @@ pub(crate) fn warm_in_background() {
             .spawn(|| {
                 if let Ok(compiler) = Compiler::find() {
                     // Errors surface again, with their note, at the first compile.
-                    let _ = choose(&compiler).map(|choice| match choice {
+                    let _ = choose(&compiler, true).map(|choice| match choice {
                         Choice::Pool(pool) => drop(pool.warm()),
                         Choice::Spawn(_) => {}
                     });

@@ -33,6 +33,7 @@ use crate::clang::Compiler;
 use crate::error::{Error, Result};
 use crate::memory_limit::says_out_of_memory;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -100,6 +101,8 @@ pub(crate) struct Pool {
     size: usize,
     state: Mutex<State>,
     returned: Condvar,
+    /// Whether any of its servers has been ready yet.
+    served: AtomicBool,
 }
 
 struct State {
@@ -163,7 +166,14 @@ impl Pool {
                 given_up: None,
             }),
             returned: Condvar::new(),
+            served: AtomicBool::new(false),
         }
+    }
+
+    /// Whether its first server is still being started: no server has been ready yet and
+    /// the pool has not been given up.
+    pub(crate) fn first_server_starting(&self) -> bool {
+        !self.served.load(Ordering::Acquire) && self.lock().given_up.is_none()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -259,7 +269,10 @@ impl Pool {
         let own = Instant::now() + START_TIMEOUT;
         let until = deadline.map_or(own, |d| d.min(own));
         match server.wait_ready(until) {
-            Ok(_) => Ok(server),
+            Ok(_) => {
+                self.served.store(true, Ordering::Release);
+                Ok(server)
+            }
             Err(ServerError::Timeout { .. }) if until < own => Err(None),
             Err(e) => Err(failed(e)),
         }
@@ -432,7 +445,14 @@ struct Key {
     memory_limit: Option<u64>,
 }
 
-type Slot = Arc<OnceLock<std::result::Result<Arc<Pool>, String>>>;
+/// A clang's pool (or why it has none), made once; `starting` once someone makes it.
+#[derive(Default)]
+struct SlotInner {
+    made: OnceLock<std::result::Result<Arc<Pool>, String>>,
+    starting: AtomicBool,
+}
+
+type Slot = Arc<SlotInner>;
 
 /// Every pool of the process, with the clangs for which no server could be had, and the
 /// process they belong to.
@@ -463,17 +483,38 @@ impl Pools {
     fn all(&mut self) -> Vec<Arc<Pool>> {
         self.mine()
             .iter()
-            .filter_map(|(_, slot)| slot.get().and_then(|p| p.as_ref().ok()).cloned())
+            .filter_map(|(_, slot)| slot.made.get().and_then(|p| p.as_ref().ok()).cloned())
             .collect()
     }
 }
 
+/// The process's one note that `clang` compiles without a server, and why.
+pub(crate) fn note_unavailable(clang: &Compiler, why: &str) {
+    crate::notes::once("compile server", "unavailable", || {
+        format!(
+            "compiling with a spawned {} for every kernel (slower): {why}",
+            clang.path().display()
+        )
+    });
+}
+
+/// What the process has for a clang.
+pub(crate) enum Found {
+    /// Its pool.
+    Pool(Arc<Pool>),
+    /// No server can be had, for this reason.
+    Unavailable(String),
+    /// Its first server is being found (or built) and started in the background: spawn
+    /// clang for this compile rather than wait (a fresh process's first compile costs a
+    /// spawned clang's time, not a server's start on top).
+    Starting,
+}
+
 /// The pool for `clang`'s servers under `limits`, made on first use (finding, verifying
-/// or building its server); `Err` says why there is none.
-pub(crate) fn for_compiler(
-    clang: &Compiler,
-    limits: &Limits,
-) -> Result<std::result::Result<Arc<Pool>, String>> {
+/// or building its server, then starting one). With `wait`, made (and found) now;
+/// without, while the pool's first server is not ready, it is made and started on a
+/// thread of its own and the answer is [`Found::Starting`].
+pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Result<Found> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(clang.path()).map_err(|source| Error::Io {
         context: format!("cannot read what {} is", clang.path().display()),
@@ -502,17 +543,50 @@ pub(crate) fn for_compiler(
             }
         }
     };
-    if let Some(made) = slot.get() {
-        return Ok(made.clone());
+    let found = |made: &std::result::Result<Arc<Pool>, String>| match made {
+        Ok(pool) if !wait && pool.first_server_starting() => Found::Starting,
+        Ok(pool) => Found::Pool(pool.clone()),
+        Err(why) => Found::Unavailable(why.clone()),
+    };
+    if let Some(made) = slot.made.get() {
+        return Ok(found(made));
     }
     let size = size_from(std::env::var_os("ELFJIT_COMPILE_SERVERS").as_deref())?;
-    Ok(slot
-        .get_or_init(|| {
+    let make = move |slot: &SlotInner, clang: &Compiler, limits: &Limits| {
+        slot.made.get_or_init(|| {
             ServerBinary::for_compiler(clang)
                 .map(|binary| Arc::new(Pool::new(binary, limits.clone(), size)))
                 .map_err(|u| u.to_string())
-        })
-        .clone())
+        });
+    };
+    let first = !slot.starting.swap(true, Ordering::AcqRel);
+    if !wait {
+        if !first {
+            return Ok(Found::Starting);
+        }
+        let (background, clang2, limits2) = (slot.clone(), clang.clone(), limits.clone());
+        let started = std::thread::Builder::new()
+            .name("elfjit-compile-server-start".into())
+            .spawn(move || {
+                make(&background, &clang2, &limits2);
+                match background.made.get() {
+                    // A failure gives the pool up: the next compile says why.
+                    Some(Ok(pool)) => drop(pool.warm()),
+                    Some(Err(why)) => note_unavailable(&clang2, why),
+                    None => {}
+                }
+            });
+        if started.is_ok() {
+            return Ok(Found::Starting);
+        }
+    }
+    make(&slot, clang, limits);
+    // Made here, and the caller's compile starts its first server.
+    Ok(match slot.made.get() {
+        Some(Ok(pool)) => Found::Pool(pool.clone()),
+        Some(Err(why)) => Found::Unavailable(why.clone()),
+        None => Found::Unavailable("the compile server's pool was not made".to_string()),
+    })
 }
 
 /// The pids of every compile server of this process (for tests that must find one).
