@@ -15,6 +15,9 @@ const AFTER_HELP: &str = "\
 clang: $ELFJIT_CLANG if set, else the first `clang` in PATH, else a `clang-NN`: the
 first PATH directory holding one decides, and in it the highest NN. It runs under a
 memory limit: $ELFJIT_COMPILE_MEMORY (e.g. 1G, 512M; 0 for none), else 4 GiB.
+It compiles in a warm compile server where one can be had (built for that clang on first
+use), else as a spawned clang, with a note why; ELFJIT_COMPILER=spawn or =server forces
+either. --version says which.
 FILE (or stdin) is read up to 64 MiB.
 A native kernel that crashes is reported (signal, kernel, fault address) on stderr.";
 
