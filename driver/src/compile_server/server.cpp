@@ -259,10 +259,22 @@ void restore_options() {
     saved->restore();
 }
 
-bool refuses_global_state(const std::vector<std::string> &args, std::string &why) {
+bool starts_with(const std::string &s, const char *prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Requests the server does not take: what changes LLVM's global options, and what makes
+// clang print to its own stderr or files beside the object rather than diagnostics (a
+// spawned clang's stderr holds both; the server's diagnostics only the latter).
+bool refuses(const std::vector<std::string> &args, std::string &why) {
   for (const std::string &a : args) {
-    if (a == "-mllvm" || a.rfind("-mllvm=", 0) == 0) {
+    if (a == "-mllvm" || starts_with(a, "-mllvm=")) {
       why = "-mllvm changes LLVM's global options, which a server shares between requests";
+      return true;
+    }
+    if (a == "-v" || a == "--verbose" || a == "-###" || a == "-help" || a == "--help" ||
+        a == "--version" || starts_with(a, "-print-") || starts_with(a, "--print-") ||
+        starts_with(a, "-ftime-report") || starts_with(a, "-ftime-trace") ||
+        a == "-save-stats" || starts_with(a, "-save-stats=")) {
+      why = a + " makes clang print or write more than an object and diagnostics";
       return true;
     }
   }
@@ -297,7 +309,7 @@ bool read_memfd(int fd, uint64_t cap, std::string &out) {
 Reply compile(std::vector<std::string> args, bool want_dependencies) {
   Reply reply;
   std::string why;
-  if (refuses_global_state(args, why))
+  if (refuses(args, why))
     return needs_spawn(why);
   restore_options();
   // A spawned clang works in elfjit's current directory (relative -I paths, -g's

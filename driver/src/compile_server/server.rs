@@ -187,6 +187,8 @@ pub(crate) struct Server {
     pid: u32,
     /// The clang it was built for: the only one its requests may name.
     clang: String,
+    /// The LLVM major version it was built against: what its ready frame must say.
+    llvm_major: u32,
     stdin: Option<OwnedFd>,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
@@ -258,6 +260,7 @@ impl Server {
             running: Some(running),
             pid,
             clang: bin.clang().to_string_lossy().into_owned(),
+            llvm_major: bin.llvm_major(),
             stdin,
             stdout,
             stderr,
@@ -540,6 +543,12 @@ impl Server {
         match phase {
             Phase::Ready(buf, _) => {
                 let ready = protocol::decode_ready(buf).map_err(|what| self.broken(what))?;
+                if ready.llvm_major != self.llvm_major {
+                    return Err(self.broken(format!(
+                        "it runs LLVM {}, and was built for LLVM {}",
+                        ready.llvm_major, self.llvm_major
+                    )));
+                }
                 self.ready = Some(ready);
                 *phase = Phase::Header([0; REPLY_HEADER_SIZE], 0);
                 Ok(bodies.is_some())
