@@ -7,7 +7,6 @@
 
 use crate::bounded::describe_size;
 use crate::child::{self, deadline_after, Failure, Finished, SideArgs, Spec, Stream};
-use crate::compile_server::Reply;
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 pub use crate::flags::{CompileOptions, Lang};
@@ -209,48 +208,16 @@ impl Compiler {
         Ok(self.version.get_or_init(|| first).clone())
     }
 
-    /// Compiles `source` to a relocatable ELF object, entirely through pipes: on a warm
-    /// compile server of the process's pool where there is one, else by a spawned clang
-    /// (the same object either way; [`crate::route`] says which and why).
-    pub fn compile(&self, source: &[u8], opts: &CompileOptions) -> Result<Vec<u8>> {
-        self.compile_for_host(source, opts, HostInfo::current())
-    }
-
-    /// [`Compiler::compile`] with the host description given explicitly (it decides
-    /// native versus generic CPU flags).
-    pub fn compile_for_host(
+    /// Compiles `source` with a spawned clang given `args` ([`compile_args`]), returning
+    /// the object and, with `dependencies`, the files clang read besides the source (the
+    /// compile entry points, [`Compiler::compile`] and the others, are in
+    /// [`crate::route`], which tries a compile server first).
+    pub(crate) fn compile_spawned(
         &self,
+        args: Vec<String>,
         source: &[u8],
-        opts: &CompileOptions,
-        host: HostInfo,
-    ) -> Result<Vec<u8>> {
-        self.compile_inner(source, opts, host, false)
-            .map(|(object, _)| object)
-    }
-
-    /// [`Compiler::compile_for_host`], also returning the files clang read besides the
-    /// source (`#include`d headers, `#embed`ded data), from its `-MD` dependency output
-    /// written to a pipe. LLVM IR reads no other file: the list is empty.
-    pub fn compile_with_dependencies(
-        &self,
-        source: &[u8],
-        opts: &CompileOptions,
-        host: HostInfo,
-    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        self.compile_inner(source, opts, host, opts.lang == Lang::C)
-    }
-
-    fn compile_inner(
-        &self,
-        source: &[u8],
-        opts: &CompileOptions,
-        host: HostInfo,
         dependencies: bool,
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        let args = compile_args(opts, host);
-        if let Some(reply) = crate::route::compile_on_server(self, &args, source, dependencies)? {
-            return self.server_result(reply);
-        }
         let args: Vec<OsString> = args.into_iter().map(OsString::from).collect();
         let side = |pipe: &Path| -> Vec<OsString> {
             ["-MD", "-MT", "x", "-MF"]
@@ -282,34 +249,6 @@ impl Compiler {
         }
         let files = parse_dependencies(&out.side);
         Ok((out.stdout, files))
-    }
-
-    /// A compile server's reply as the spawned path's result: the same errors for a
-    /// failed compile or an empty object (the server reports clang's exit status).
-    fn server_result(&self, reply: Reply) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        let failed = |status: String| Error::ClangFailed {
-            clang: self.path.clone(),
-            status,
-            stderr: String::from_utf8_lossy(&reply.diagnostics).into_owned(),
-        };
-        if reply.status != 0 {
-            let out_of_memory = says_out_of_memory(&reply.diagnostics);
-            if let Some(limit) = self.memory_limit.filter(|_| out_of_memory) {
-                return Err(Error::ClangMemoryLimit {
-                    clang: self.path.clone(),
-                    limit,
-                    stderr: String::from_utf8_lossy(&reply.diagnostics).into_owned(),
-                });
-            }
-            return Err(failed(format!("exit status: {}", reply.status)));
-        }
-        if reply.object.is_empty() {
-            return Err(failed(
-                "exited successfully but wrote no object".to_string(),
-            ));
-        }
-        let files = parse_dependencies(reply.dependencies.as_deref().unwrap_or_default());
-        Ok((reply.object, files))
     }
 
     /// Runs clang with `args` and nothing on stdin (a link: the dlopen-fallback's

@@ -1,5 +1,5 @@
 //! Which compiler a compile goes to: a warm compile server from the process's pool, or a
-//! clang spawned for it.
+//! clang spawned for it; and [`Compiler::compile`] and its siblings, which ask.
 //!
 //! `ELFJIT_COMPILER` decides: unset or empty, a server when one can be had and a spawned
 //! clang otherwise, with one note per process saying why (no server for this clang, a server
@@ -23,10 +23,12 @@
 //! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
 //! reports it) and [`describe`] what would compile the next one (`elfjit --version`).
 
-use crate::clang::Compiler;
+use crate::clang::{compile_args, parse_dependencies, Compiler};
 use crate::compile_server::pool::{self, Found, Pool, Served};
 use crate::compile_server::{Limits, Reply, Request};
 use crate::error::{Error, Result};
+use crate::flags::{CompileOptions, HostInfo, Lang};
+use crate::memory_limit::says_out_of_memory;
 use std::cell::RefCell;
 use std::fmt;
 use std::path::PathBuf;
@@ -170,10 +172,90 @@ fn unavailable(mode: Mode, compiler: &Compiler, why: String) -> Result<String> {
     Ok(format!("no compile server: {why}"))
 }
 
+/// The compile entry points: each tries a compile server ([`compile_on_server`]), then a
+/// spawned clang. They live here rather than beside the rest of [`Compiler`] so that
+/// finding and spawning clang does not depend on the servers that depend on it.
+impl Compiler {
+    /// Compiles `source` to a relocatable ELF object, entirely through pipes: on a warm
+    /// compile server of the process's pool where there is one, else by a spawned clang
+    /// (the same object either way; [`last_compile`] says which and why).
+    pub fn compile(&self, source: &[u8], opts: &CompileOptions) -> Result<Vec<u8>> {
+        self.compile_for_host(source, opts, HostInfo::current())
+    }
+
+    /// [`Compiler::compile`] with the host description given explicitly (it decides
+    /// native versus generic CPU flags).
+    pub fn compile_for_host(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+    ) -> Result<Vec<u8>> {
+        self.compile_routed(source, opts, host, false)
+            .map(|(object, _)| object)
+    }
+
+    /// [`Compiler::compile_for_host`], also returning the files clang read besides the
+    /// source (`#include`d headers, `#embed`ded data), from its `-MD` dependency output
+    /// written to a pipe. LLVM IR reads no other file: the list is empty.
+    pub fn compile_with_dependencies(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+        self.compile_routed(source, opts, host, opts.lang == Lang::C)
+    }
+
+    fn compile_routed(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+        dependencies: bool,
+    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+        let args = compile_args(opts, host);
+        match compile_on_server(self, &args, source, dependencies)? {
+            Some(reply) => server_result(self, reply),
+            None => self.compile_spawned(args, source, dependencies),
+        }
+    }
+}
+
+/// A compile server's reply as the spawned path's result: the same errors for a failed
+/// compile, one out of memory under the limit, or an empty object (the server reports
+/// clang's exit status).
+fn server_result(compiler: &Compiler, reply: Reply) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+    let stderr = || String::from_utf8_lossy(&reply.diagnostics).into_owned();
+    let failed = |status: String| Error::ClangFailed {
+        clang: compiler.path().to_path_buf(),
+        status,
+        stderr: stderr(),
+    };
+    if reply.status != 0 {
+        let out_of_memory = says_out_of_memory(&reply.diagnostics);
+        if let Some(limit) = compiler.memory_limit().filter(|_| out_of_memory) {
+            return Err(Error::ClangMemoryLimit {
+                clang: compiler.path().to_path_buf(),
+                limit,
+                stderr: stderr(),
+            });
+        }
+        return Err(failed(format!("exit status: {}", reply.status)));
+    }
+    if reply.object.is_empty() {
+        return Err(failed(
+            "exited successfully but wrote no object".to_string(),
+        ));
+    }
+    let files = parse_dependencies(reply.dependencies.as_deref().unwrap_or_default());
+    Ok((reply.object, files))
+}
+
 /// Compiles `source` with the arguments a spawned `compiler` would get (`args`, after
 /// the executable) on a server, when one is to be used: `Some` is the server's reply,
 /// `None` means spawn clang (the reason is recorded for [`last_compile`]).
-pub(crate) fn compile_on_server(
+fn compile_on_server(
     compiler: &Compiler,
     args: &[String],
     source: &[u8],
