@@ -172,7 +172,7 @@ fn unavailable(mode: Mode, compiler: &Compiler, why: String) -> Result<String> {
     Ok(format!("no compile server: {why}"))
 }
 
-/// The compile entry points: each tries a compile server ([`compile_on_server`]), then a
+/// The compile entry points: each tries a compile server (`compile_on_server`), then a
 /// spawned clang. They live here rather than beside the rest of [`Compiler`] so that
 /// finding and spawning clang does not depend on the servers that depend on it.
 impl Compiler {
