@@ -74,7 +74,8 @@ pub enum ErrorKind {
     Argument,
     /// No clang could be found.
     ClangNotFound,
-    /// clang ran and failed, or overran its deadline.
+    /// clang ran and failed, or overran its deadline, or the compile server failed a
+    /// request twice (or `ELFJIT_COMPILER=server` found none).
     Compile,
     /// The loader rejected an object: malformed ELF, an unsupported or out-of-range
     /// relocation, an undefined symbol.
@@ -97,7 +98,8 @@ impl Failure {
                 elfjit::Error::ClangNotFound { .. } => ErrorKind::ClangNotFound,
                 elfjit::Error::ClangFailed { .. }
                 | elfjit::Error::ClangTimeout { .. }
-                | elfjit::Error::ClangMemoryLimit { .. } => ErrorKind::Compile,
+                | elfjit::Error::ClangMemoryLimit { .. }
+                | elfjit::Error::CompileServer { .. } => ErrorKind::Compile,
                 // The code arena ran out (its limit, the address space, the map count) or
                 // the OS refused it memory.
                 elfjit::Error::Io { .. } | elfjit::Error::Memory(_) | elfjit::Error::Arena(_) => {

@@ -15,6 +15,9 @@ const AFTER_HELP: &str = "\
 clang: $ELFJIT_CLANG if set, else the first `clang` in PATH, else a `clang-NN`: the
 first PATH directory holding one decides, and in it the highest NN. It runs under a
 memory limit: $ELFJIT_COMPILE_MEMORY (e.g. 1G, 512M; 0 for none), else 4 GiB.
+It compiles in a warm compile server where one can be had (built for that clang on first
+use), else as a spawned clang, with a note why; ELFJIT_COMPILER=spawn or =server forces
+either. --version says which.
 FILE (or stdin) is read up to 64 MiB.
 A native kernel that crashes is reported (signal, kernel, fault address) on stderr.";
 
@@ -32,6 +35,8 @@ const RUN_AFTER_HELP: &str = "\
 --json prints exactly one JSON object on stdout:
   {\"target\": \"...\", \"entry\": \"...\", \"return\": <number>|null,
    \"args\": [<scalar as given> | [<buffer values after the call>], ...],
+   \"compiler\": {\"kind\": \"server\", \"pid\": <pid>, \"binary\": \"...\"}
+             | {\"kind\": \"spawn\", \"reason\": \"...\"} (absent on a cache hit),
    \"timings_us\": {\"compile\": <f64>, \"load\": <f64>, \"call\": <f64>}}
 floats as shortest round-trip decimals; NaN/infinities as \"nan\", \"inf\", \"-inf\".
 Exit 0 on success; otherwise non-zero and one clear error on stderr.";

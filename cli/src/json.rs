@@ -7,7 +7,9 @@
 //! The contract, kept byte for byte from the hand-written printer this replaced:
 //! - keys in this order: `target`, `entry`, `return` (`null` for `void`), `args` (each a
 //!   scalar as given or an array of a buffer's elements after the call), `cache`
-//!   (`"hit"`/`"miss"`, only for `run --cache`), `timings_us` (`compile`, `load`, `call`);
+//!   (`"hit"`/`"miss"`, only for `run --cache`), `compiler` (what compiled the kernel:
+//!   `{"kind": "server", "pid": N, "binary": "..."}` or `{"kind": "spawn", "reason":
+//!   "..."}`; absent on a cache hit), `timings_us` (`compile`, `load`, `call`);
 //! - `", "` between elements and `": "` after keys, on one line ([`Spaced`]);
 //! - numbers as Rust's shortest round-trip decimal: `f32` values with `f32`'s digits, so
 //!   `0.1f32` prints `0.1`, not `0.10000000149011612`, and integral floats without a
@@ -26,6 +28,7 @@
 
 use elfjit::args::{ArgOutcome, Buffer, Scalar};
 use elfjit::cache::CacheStatus;
+use elfjit::route::CompiledBy;
 use elfjit::run::RunOutcome;
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
@@ -182,14 +185,39 @@ struct Object<'a> {
     args: Args<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cache: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compiler: Option<Compiler<'a>>,
     timings_us: TimingsUs,
 }
 
+/// `compiler`: what compiled the kernel.
+#[derive(Serialize)]
+#[serde(tag = "kind")]
+enum Compiler<'a> {
+    #[serde(rename = "server")]
+    Server { pid: u32, binary: String },
+    #[serde(rename = "spawn")]
+    Spawn { reason: &'a str },
+}
+
+impl<'a> From<&'a CompiledBy> for Compiler<'a> {
+    fn from(by: &'a CompiledBy) -> Compiler<'a> {
+        match by {
+            CompiledBy::Server { pid, binary } => Compiler::Server {
+                pid: *pid,
+                binary: binary.to_string_lossy().into_owned(),
+            },
+            CompiledBy::Spawned { reason } => Compiler::Spawn { reason },
+        }
+    }
+}
+
 /// Writes `outcome` as the `--json` object (no trailing newline), with `"cache"` after
-/// `"args"` for a run through the compile cache.
+/// `"args"` for a run through the compile cache and `"compiler"` when a compile ran.
 pub fn write(
     outcome: &RunOutcome,
     cache: Option<CacheStatus>,
+    compiler: Option<&CompiledBy>,
     w: &mut dyn Write,
 ) -> io::Result<()> {
     let object = Object {
@@ -198,6 +226,7 @@ pub fn write(
         ret: outcome.ret.map(Value),
         args: Args(&outcome.args),
         cache: cache.map(CacheStatus::name),
+        compiler: compiler.map(Compiler::from),
         timings_us: TimingsUs {
             compile: micros(outcome.timings.compile),
             load: micros(outcome.timings.load),
@@ -217,7 +246,7 @@ fn to_writer<T: Serialize + ?Sized>(w: &mut dyn Write, value: &T) -> io::Result<
 #[cfg(test)]
 pub fn to_string(outcome: &RunOutcome, cache: Option<CacheStatus>) -> String {
     let mut out = Vec::new();
-    let _ = write(outcome, cache, &mut out);
+    let _ = write(outcome, cache, None, &mut out);
     String::from_utf8(out).unwrap_or_default()
 }
 

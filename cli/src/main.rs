@@ -145,8 +145,13 @@ fn version() -> Result<(), Failure> {
         },
         Err(e) => e.to_string(),
     };
+    // What would compile a kernel: a server (started now if none runs) or a spawned clang.
+    let compiler = match Compiler::find().and_then(|c| elfjit::route::describe(&c)) {
+        Ok(by) => by.to_string(),
+        Err(e) => format!("none ({e})"),
+    };
     out(&format!(
-        "elfjit {}\nclang: {clang}\n",
+        "elfjit {}\nclang: {clang}\ncompiler: {compiler}\n",
         env!("CARGO_PKG_VERSION")
     ))
 }
@@ -302,10 +307,14 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     // then names.
     let (outcome, status) =
         unsafe { run_on(executor_for(&req, &native), &compiler, cache.as_ref(), &req) }?;
+    // What compiled the kernel (on a cache hit nothing did, whatever compiled an
+    // emulated run's call shim).
+    let compiled_by =
+        elfjit::route::last_compile().filter(|_| status != Some(elfjit::CacheStatus::Hit));
     if args.json {
         // Streamed: a large buffer is printed element by element, never held as text.
         write_out(|w| {
-            json::write(&outcome, status, w)?;
+            json::write(&outcome, status, compiled_by.as_ref(), w)?;
             w.write_all(b"\n")
         })
     } else {
@@ -358,8 +367,12 @@ fn cmd_cache(command: CacheCommand) -> Result<(), Failure> {
 fn cmd_demo() -> Result<(), Failure> {
     let compiler = Compiler::find()?;
     let version = compiler.version().unwrap_or_else(|e| e.to_string());
+    let compiling = match elfjit::route::describe(&compiler) {
+        Ok(by) => by.to_string(),
+        Err(e) => return Err(Failure::Run(e)),
+    };
     out(&format!(
-        "clang: {} ({version})\n",
+        "clang: {} ({version})\ncompiler: {compiling}\n",
         compiler.path().display()
     ))?;
     let results = demo::run_all(&compiler)?;

@@ -13,6 +13,7 @@ use support::*;
 fn run_cli(cache_dir: &Path, args: &[&str]) -> std::process::Output {
     bin()
         .args(args)
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", cache_dir)
         .stdin(Stdio::null())
         .output()
@@ -56,6 +57,7 @@ fn processes_writing_the_same_entries_at_once() {
             Command::new("sh")
                 .arg("-c")
                 .arg(script)
+                .env("ELFJIT_COMPILER", "spawn")
                 .env("ELFJIT_CACHE_DIR", &cache_dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -136,6 +138,7 @@ fn cli_cache_field_override_and_clear() {
     let run_logged = |args: &[&str]| {
         bin()
             .args(args)
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &cache_dir)
             .env_remove("ELFJIT_CLANG")
             .env("PATH", path_with(&bin_dir))

@@ -53,6 +53,7 @@ impl Victim {
             .arg(&self.source)
             .args(["--ret", "i32", "--arg", "i32:40", "--arg", "i32:2"])
             .args(["--cache", "--json"])
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &self.root))
     }
 
@@ -182,6 +183,7 @@ fn fifo_entry_does_not_hang() {
             .arg(&v.source)
             .args(["--ret", "i32", "--arg", "i32:40", "--arg", "i32:2"])
             .args(["--cache", "--json"])
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &v.root),
         Duration::from_secs(30),
     );
@@ -273,7 +275,9 @@ fn no_home_means_no_shared_directory() {
             .args(args)
             .env_remove("HOME")
             .env_remove("XDG_CACHE_HOME")
-            .env("TMPDIR", &tmp))
+            .env("TMPDIR", &tmp)
+            // The object cache's directory is under test, not a compile server in it.
+            .env("ELFJIT_COMPILER", "spawn"))
     };
     let o = cli(&["cache", "dir"]);
     let dir = stdout(&o);
@@ -304,7 +308,8 @@ fn no_home_means_no_shared_directory() {
         .args(["--cache", "--json"])
         .env_remove("HOME")
         .env_remove("XDG_CACHE_HOME")
-        .env("TMPDIR", &tmp2));
+        .env("TMPDIR", &tmp2)
+        .env("ELFJIT_COMPILER", "spawn"));
     let j = json(&o);
     assert_eq!(j["return"], 42);
     assert_eq!(j["cache"], "miss");
@@ -339,6 +344,7 @@ fn unwritable_cache_is_said_once() {
         .arg(&v.source)
         .args(["--ret", "i32", "--arg", "i32:40", "--arg", "i32:2"])
         .args(["--cache", "--json"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", &mine)
         .stdin(std::process::Stdio::null()));
     let j = json(&o);
@@ -406,6 +412,7 @@ fn editing_an_included_header_is_a_miss() {
             .arg("run")
             .arg(src)
             .args(["--ret", "i32", "--cache", "--json"])
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &v.root)
             .current_dir(v.scratch.path()));
         let j = json(&o);

@@ -27,6 +27,7 @@ fn emulated(
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32"])
         .args(["--arg", "i32:40", "--arg", "i32:2", "--json"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache())
         .env("ELFJIT_RUN_TIMEOUT", timeout);
     if let Some(q) = qemu {
@@ -38,6 +39,7 @@ fn emulated(
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32", "--json"])
         .args(["--arg", "i32:1", "--arg", "i32:1"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache()));
     assert!(warm.status.success(), "{}", stderr(&warm));
     let start = Instant::now();
@@ -205,6 +207,8 @@ fn failed_spawns_are_errors_not_panics() {
             .arg(&src)
             .args(["--ret", "i32", "--arg", "i32:1", "--arg", "i32:2", "--json"])
             .env_remove("ELFJIT_CACHE_DIR")
+            // About clang's spawn: no compile server (nor its note) in between.
+            .env("ELFJIT_COMPILER", "spawn")
             .stdin(std::process::Stdio::null()))
     };
     let o = go("1");
@@ -258,6 +262,7 @@ fn an_interrupted_cli_takes_its_children_down() {
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32", "--json"])
         .args(["--arg", "i32:1", "--arg", "i32:1"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache()));
     assert!(warm.status.success(), "{}", stderr(&warm));
     let mut child = bin()
@@ -265,6 +270,7 @@ fn an_interrupted_cli_takes_its_children_down() {
         .arg(&src)
         .args(["--emulate", "--target", "x86_64", "--ret", "i32"])
         .args(["--arg", "i32:1", "--arg", "i32:1"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache())
         .env("ELFJIT_QEMU", &qemu)
         .env("ELFJIT_RUN_TIMEOUT", "120")

@@ -147,6 +147,7 @@ fn buffers_are_typed_bounded_and_printed_lazily() {
         .arg("run")
         .arg(&src)
         .args(["--arg", "u8[16]", "--cache"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", &cache));
     assert!(warm.status.success(), "{}", stderr(&warm));
     // 4 Mi u8 elements: 4 MiB as bytes; 64 MiB as 16-byte values and tens of MiB more
@@ -160,6 +161,7 @@ fn buffers_are_typed_bounded_and_printed_lazily() {
             .arg("ulimit -v 100000; \"$0\" run \"$1\" --arg 'u8[4194304]' --cache --json | wc -c")
             .arg(env!("CARGO_BIN_EXE_elfjit"))
             .arg(&src)
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &cache));
         assert!(o.status.success(), "{}", stderr(&o));
         assert!(stderr(&o).is_empty(), "{}", stderr(&o));
@@ -199,6 +201,7 @@ fn an_entry_name_may_close_a_c_comment() {
             "i32",
         ])
         .args(["--json"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", shared_runner_cache()));
     assert_eq!(json(&o)["return"], 7);
 }

@@ -42,6 +42,7 @@ impl Setup {
             .arg(&self.source)
             .args(["--emulate", "--target", "x86_64", "--ret", "i32"])
             .args(["--arg", "i32:40", "--arg", "i32:2", "--json"])
+            .env("ELFJIT_COMPILER", "spawn")
             .env("ELFJIT_CACHE_DIR", &self.root))
     }
 
@@ -170,6 +171,7 @@ fn cache_clear_removes_runners() {
     let runner = s.runner();
     let o = run(bin()
         .args(["cache", "clear"])
+        .env("ELFJIT_COMPILER", "spawn")
         .env("ELFJIT_CACHE_DIR", &s.root));
     assert!(o.status.success(), "{}", stderr(&o));
     let said = stdout(&o);

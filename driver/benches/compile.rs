@@ -10,7 +10,13 @@
 //!   `batch/64 split over the cores`: the same 64 in one translation unit per core,
 //!   compiled at once and linked into one image ([`Batch::build_split`]);
 //! - `parallel16/serial` vs `parallel16/parallel`: 16 kernels, one clang run each, one at
-//!   a time vs on every core ([`elfjit::parallel::compile_sources`]).
+//!   a time vs on every core ([`elfjit::parallel::compile_sources`]);
+//! - `compiler/spawn` vs `compiler/server`: the saxpy kernel from source to callable with
+//!   a spawned clang (`ELFJIT_COMPILER=spawn`) vs a warm compile server of the pool
+//!   (`ELFJIT_COMPILER=server`, started before the timing).
+//!
+//! The other groups compile as `ELFJIT_COMPILER` says (unset: through the compile server
+//! pool where there is a server).
 //!
 //! `cargo bench -p elfjit --bench compile`; the README's table is made from the medians in
 //! `target/criterion/*/*/new/estimates.json`. The module's unmapping is left out of the
@@ -149,5 +155,40 @@ fn parallel(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, source_to_callable, batches, parallel);
+/// The saxpy kernel of `examples/saxpy.rs`.
+const SAXPY: &str = "
+void saxpy(int n, float a, const float *restrict x, float *restrict y) {
+    for (int i = 0; i < n; i++)
+        y[i] = a * x[i] + y[i];
+}
+";
+
+fn spawn_vs_server(c: &mut Criterion) {
+    let clang = compiler();
+    let o = opts();
+    let mut group = c.benchmark_group("compiler");
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(5));
+    for mode in ["spawn", "server"] {
+        // Benchmarks run one at a time: nothing else reads the variable meanwhile.
+        std::env::set_var("ELFJIT_COMPILER", mode);
+        // Warm: the server started and its libraries loaded before the timing.
+        clang.compile(SAXPY.as_bytes(), &o).expect("compile");
+        group.bench_function(mode, |b| {
+            b.iter_with_large_drop(|| {
+                callable(&clang.compile(SAXPY.as_bytes(), &o).unwrap(), "saxpy")
+            })
+        });
+    }
+    std::env::remove_var("ELFJIT_COMPILER");
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    source_to_callable,
+    batches,
+    parallel,
+    spawn_vs_server
+);
 criterion_main!(benches);

@@ -412,7 +412,7 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
     let mut running = Running::spawn(&mut cmd).map_err(Failure::Spawn)?;
     if let Some(bytes) = spec.memory_limit {
         // Before stdin gets a byte. On failure `running` is dropped: killed and reaped.
-        limit_memory(Some(running.pid), bytes).map_err(|e| {
+        limit_memory(Some(running.pid()), bytes).map_err(|e| {
             Failure::Spawn(std::io::Error::new(
                 e.kind(),
                 format!("cannot limit its memory to {bytes} bytes: {e}"),

@@ -208,46 +208,17 @@ impl Compiler {
         Ok(self.version.get_or_init(|| first).clone())
     }
 
-    /// Compiles `source` to a relocatable ELF object, entirely through pipes.
-    pub fn compile(&self, source: &[u8], opts: &CompileOptions) -> Result<Vec<u8>> {
-        self.compile_for_host(source, opts, HostInfo::current())
-    }
-
-    /// [`Compiler::compile`] with the host description given explicitly (it decides
-    /// native versus generic CPU flags).
-    pub fn compile_for_host(
+    /// Compiles `source` with a spawned clang given `args` ([`compile_args`]), returning
+    /// the object and, with `dependencies`, the files clang read besides the source (the
+    /// compile entry points, [`Compiler::compile`] and the others, are in
+    /// [`crate::route`], which tries a compile server first).
+    pub(crate) fn compile_spawned(
         &self,
+        args: Vec<String>,
         source: &[u8],
-        opts: &CompileOptions,
-        host: HostInfo,
-    ) -> Result<Vec<u8>> {
-        self.compile_inner(source, opts, host, false)
-            .map(|(object, _)| object)
-    }
-
-    /// [`Compiler::compile_for_host`], also returning the files clang read besides the
-    /// source (`#include`d headers, `#embed`ded data), from its `-MD` dependency output
-    /// written to a pipe. LLVM IR reads no other file: the list is empty.
-    pub fn compile_with_dependencies(
-        &self,
-        source: &[u8],
-        opts: &CompileOptions,
-        host: HostInfo,
-    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        self.compile_inner(source, opts, host, opts.lang == Lang::C)
-    }
-
-    fn compile_inner(
-        &self,
-        source: &[u8],
-        opts: &CompileOptions,
-        host: HostInfo,
         dependencies: bool,
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        let args: Vec<OsString> = compile_args(opts, host)
-            .into_iter()
-            .map(OsString::from)
-            .collect();
+        let args: Vec<OsString> = args.into_iter().map(OsString::from).collect();
         let side = |pipe: &Path| -> Vec<OsString> {
             ["-MD", "-MT", "x", "-MF"]
                 .iter()
@@ -320,7 +291,7 @@ impl Compiler {
     }
 
     /// The error for a clang run that did not finish by itself.
-    fn failure(&self, f: Failure, what: &str) -> Error {
+    pub(crate) fn failure(&self, f: Failure, what: &str) -> Error {
         let clang = self.path.clone();
         match f {
             Failure::Spawn(source) => Error::Io {

@@ -38,6 +38,15 @@ pub enum Error {
         /// The limit it overran.
         timeout: Duration,
     },
+    /// A compile server failed a request twice (it died or broke the protocol, and so
+    /// did the fresh server it was retried on), or `ELFJIT_COMPILER=server` asked for a
+    /// server where there is none.
+    CompileServer {
+        /// The clang the server stands for.
+        clang: PathBuf,
+        /// What happened.
+        message: String,
+    },
     /// An I/O failure (spawning clang, pipes, reading a file).
     Io {
         /// What was being done.
@@ -107,10 +116,10 @@ impl fmt::Display for Error {
                 stderr,
             } => write!(
                 f,
-                "{} exceeded the compiler memory limit of {}; raise it (e.g. \
-                 ELFJIT_COMPILE_MEMORY=8G, 0 for none) if the source really needs more:\n{}",
+                "{} exceeded the compiler memory limit of {} (ELFJIT_COMPILE_MEMORY); raise it \
+                 (e.g. ELFJIT_COMPILE_MEMORY=8G, 0 for none) if the source really needs more:\n{}",
                 clang.display(),
-                crate::memory_limit::describe_limit(*limit),
+                crate::bounded::describe_size(*limit),
                 first_lines(stderr, 3)
             ),
             Error::ClangTimeout { clang, timeout } => write!(
@@ -119,6 +128,9 @@ impl fmt::Display for Error {
                 clang.display(),
                 timeout.as_secs_f64()
             ),
+            Error::CompileServer { clang, message } => {
+                write!(f, "compiling for {}: {message}", clang.display())
+            }
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::Link(elfjit_core::Error::Backend(b)) => backend(f, b),
             Error::Link(e) => write!(f, "{e}"),

@@ -19,7 +19,8 @@
 //!   to compile for and the clang arguments that follow), [`memory_limit`] (how much memory a
 //!   compiler process may take), [`cache`] (a content-addressed
 //!   object cache in memory and on disk), [`batch`] (many kernels in one translation
-//!   unit), [`parallel`] (one clang per core);
+//!   unit), [`parallel`] (one clang per core), [`route`] (whether a warm compile server of
+//!   the process's pool or a spawned clang compiles: `ELFJIT_COMPILER`);
 //! - loading and calling: [`module`] (the loaded image), [`symbol`] (typed symbols that
 //!   borrow it), [`ffi`] (calls whose signature is known at run time, through libffi);
 //! - running a kernel described by `elfjit run`'s options: [`args`] (the `--arg`/`--ret`
@@ -68,6 +69,7 @@ pub mod parallel;
 #[cfg_attr(target_os = "freebsd", path = "platform_freebsd.rs")]
 mod platform;
 pub mod private_dir;
+pub mod route;
 pub mod run;
 pub mod symbol;
 mod symbols;

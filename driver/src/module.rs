@@ -62,11 +62,17 @@ impl SymbolResolver for Chain<'_> {
 /// Call it at start-up, or while the first kernel compiles: it takes a few tenths of a
 /// millisecond once; after it has succeeded, later calls return at once. An error is what
 /// the first load would have met (the arena's).
+///
+/// It also starts a compile server for the clang [`Compiler::find`](crate::Compiler::find)
+/// finds, on a thread of its own that this call does not wait for (see [`crate::route`]),
+/// so that the first compile finds a warm compiler.
 pub fn prepare() -> Result<()> {
     static PREPARED: AtomicBool = AtomicBool::new(false);
     if PREPARED.load(Ordering::Acquire) {
         return Ok(());
     }
+    // First, so the server loads its libraries while the loader is warmed.
+    crate::route::warm_in_background();
     let loader = [
         Module::load_objects_in as *const () as usize,
         link as *const () as usize,

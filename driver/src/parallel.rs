@@ -1,5 +1,6 @@
 //! Parallel compiles: a list of kernels compiled by as many clang processes at a time as
-//! the machine has cores.
+//! the machine has cores (each compile takes a warm server of the process's pool where
+//! there is one, see [`crate::route`]; workers beyond the pool's size wait for a server).
 //!
 //! Each kernel gets its own clang run (and its own result): one broken kernel fails alone.
 //! Results come back in input order. Workers take the next job from a shared counter, so

@@ -271,7 +271,8 @@ def test_cache_writes_once_and_hits(tmp_path: Path) -> None:
         "n = len(list(d.glob('*.obj')))\n"
         "c = elfjit.compile('int k(void) { return 7; }', cache=True)\n"
         "print('cached', n, len(list(d.glob('*.obj'))), a == b == c)\n",
-        env={"ELFJIT_CACHE_DIR": str(tmp_path)},
+        # A fresh cache directory has no compile server: spawn rather than build one.
+        env={"ELFJIT_CACHE_DIR": str(tmp_path), "ELFJIT_COMPILER": "spawn"},
     )
     uncached = re.search(r"uncached (\d+)", out)
     cached = re.search(r"cached (\d+) (\d+) (\w+)", out)

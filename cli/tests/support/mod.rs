@@ -15,8 +15,8 @@ pub use common::*;
 /// The uid and gid files "owned by another user" get (nobody on Debian).
 pub const OTHER_UID: u32 = 65534;
 
-/// The `elfjit` binary cargo built for these tests, with no cache or emulation settings
-/// inherited from the environment.
+/// The `elfjit` binary cargo built for these tests, with no cache, emulation or compiler
+/// settings inherited from the environment.
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_elfjit"));
     for var in [
@@ -24,6 +24,8 @@ pub fn bin() -> Command {
         "ELFJIT_EMULATE",
         "ELFJIT_RUN_TIMEOUT",
         "ELFJIT_QEMU",
+        "ELFJIT_COMPILER",
+        "ELFJIT_COMPILE_SERVERS",
     ] {
         c.env_remove(var);
     }

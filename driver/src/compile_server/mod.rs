@@ -17,8 +17,10 @@
 //! - `binary`: [`ServerBinary`], the server built for one clang, cached and verified like
 //!   the emulated runners, or [`Unavailable`] saying why not.
 //! - `server`: [`Server`], one running server and its client.
+//! - [`pool`]: the process's servers, per clang, shared by every thread that compiles.
 
 mod binary;
+pub(crate) mod pool;
 pub(crate) mod protocol;
 mod server;
 

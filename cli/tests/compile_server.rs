@@ -1,0 +1,157 @@
+//! Which compiler the CLI uses (issue 27): a compile server where one can be had, a spawned
+//! clang with one note where none can, `ELFJIT_COMPILER` to force either, and what
+//! `--version` and `run --json` say about it. Real clang, real servers.
+
+mod support;
+use support::{bin, compiler, json, lines_with, run, stderr, stdout, Scratch};
+
+const ADD_C: &str = "int add(int a, int b) { return a + b; }\n";
+
+/// A clang for which no server can be had: it compiles as the host's clang does, but says
+/// it is LLVM 99, for which there is no libclang-cpp.
+fn clang_without_server(d: &Scratch) -> std::path::PathBuf {
+    let real = compiler();
+    d.script(
+        "clang",
+        &format!(
+            "case \"$1\" in --version) echo 'Debian clang version 99.0.0'; exit 0;; esac\n\
+             exec '{}' \"$@\"",
+            real.path().display()
+        ),
+    )
+}
+
+#[test]
+fn version_and_json_say_a_server_compiled() {
+    let o = run(bin().arg("--version"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert_eq!(
+        lines_with(&text, "compiler: compile server (pid "),
+        1,
+        "{text}"
+    );
+
+    let d = Scratch::new("cs-json");
+    let k = d.write("k.c", ADD_C);
+    // A fresh process's first compile spawns clang while its server starts.
+    let v = json(&run(bin().arg("run").arg(&k).args([
+        "--ret", "i32", "--arg", "i32:2", "--arg", "i32:3", "--json",
+    ])));
+    assert_eq!(v["return"], 5);
+    assert_eq!(v["compiler"]["kind"], "spawn", "{v}");
+    assert!(
+        v["compiler"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the compile server is starting"),
+        "{v}"
+    );
+    // ELFJIT_COMPILER=server waits for it.
+    let v = json(&run(bin()
+        .env("ELFJIT_COMPILER", "server")
+        .arg("run")
+        .arg(&k)
+        .args([
+            "--ret", "i32", "--arg", "i32:2", "--arg", "i32:3", "--json",
+        ])));
+    assert_eq!(v["return"], 5);
+    assert_eq!(v["compiler"]["kind"], "server", "{v}");
+    assert!(v["compiler"]["pid"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["compiler"]["binary"].is_string(), "{v}");
+
+    let v = json(&run(bin()
+        .env("ELFJIT_COMPILER", "spawn")
+        .arg("run")
+        .arg(&k)
+        .args([
+            "--ret", "i32", "--arg", "i32:2", "--arg", "i32:3", "--json",
+        ])));
+    assert_eq!(v["return"], 5);
+    assert_eq!(
+        v["compiler"],
+        serde_json::json!({"kind": "spawn", "reason": "ELFJIT_COMPILER=spawn"})
+    );
+    let o = run(bin().env("ELFJIT_COMPILER", "spawn").arg("--version"));
+    assert!(
+        stdout(&o).contains("compiler: spawned clang (ELFJIT_COMPILER=spawn)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn without_a_server_compiles_spawn_clang_with_one_note() {
+    let d = Scratch::new("cs-fallback");
+    let clang = clang_without_server(&d);
+    // The demo compiles five kernels: one note for all of them.
+    let o = run(bin().env("ELFJIT_CLANG", &clang).arg("demo"));
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(lines_with(&err, "elfjit: note: "), 1, "{err}");
+    assert_eq!(lines_with(&err, "compiling with a spawned"), 1, "{err}");
+    assert!(err.contains("99"), "the note says why: {err}");
+
+    let k = d.write("k.c", ADD_C);
+    let v = json(&run(bin()
+        .env("ELFJIT_CLANG", &clang)
+        .arg("run")
+        .arg(&k)
+        .args([
+            "--ret", "i32", "--arg", "i32:20", "--arg", "i32:22", "--json",
+        ])));
+    assert_eq!(v["return"], 42);
+    assert_eq!(v["compiler"]["kind"], "spawn", "{v}");
+    // --version waits for the verdict: no server for this clang, and why.
+    let o = run(bin().env("ELFJIT_CLANG", &clang).arg("--version"));
+    let text = stdout(&o);
+    assert!(
+        text.contains("compiler: spawned clang (no compile server: "),
+        "{text}"
+    );
+}
+
+#[test]
+fn elfjit_compiler_server_without_a_server_is_an_error() {
+    let d = Scratch::new("cs-required");
+    let clang = clang_without_server(&d);
+    let k = d.write("k.c", ADD_C);
+    let o = run(bin()
+        .env("ELFJIT_CLANG", &clang)
+        .env("ELFJIT_COMPILER", "server")
+        .arg("run")
+        .arg(&k)
+        .args(["--ret", "i32", "--arg", "i32:1", "--arg", "i32:2"]));
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.starts_with("elfjit: error: "), "{err}");
+    assert!(
+        err.contains("ELFJIT_COMPILER=server, but there is no server"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_settings_are_errors_naming_the_value() {
+    let d = Scratch::new("cs-bad");
+    let k = d.write("k.c", ADD_C);
+    for (var, value, needle) in [
+        ("ELFJIT_COMPILER", "fast", "ELFJIT_COMPILER `fast`"),
+        ("ELFJIT_COMPILE_SERVERS", "0", "ELFJIT_COMPILE_SERVERS `0`"),
+        (
+            "ELFJIT_COMPILE_SERVERS",
+            "lots",
+            "ELFJIT_COMPILE_SERVERS `lots`",
+        ),
+    ] {
+        let o = run(bin()
+            .env(var, value)
+            .arg("run")
+            .arg(&k)
+            .args(["--ret", "i32"]));
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{var}={value}: {err}");
+        assert!(err.contains(needle), "{var}={value}: {err}");
+    }
+}

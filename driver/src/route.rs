@@ -1,0 +1,362 @@
+//! Which compiler a compile goes to: a warm compile server from the process's pool, or a
+//! clang spawned for it; and [`Compiler::compile`] and its siblings, which ask.
+//!
+//! `ELFJIT_COMPILER` decides: unset or empty, a server when one can be had and a spawned
+//! clang otherwise, with one note per process saying why (no server for this clang, a server
+//! that cannot be started or keeps failing). A process's first compile starts the server
+//! on a thread of its own and spawns clang meanwhile, as do the compiles that come before
+//! the server is ready, so a short-lived process never waits for a server's start
+//! ([`crate::prepare`] starts it earlier); `spawn`, always a spawned clang; `server`,
+//! always a server, and an error where there is none. Any other value is an error naming
+//! it. Flags a server must not compile (`-mllvm`, which changes LLVM's global state) are
+//! spawned whatever the setting.
+//!
+//! The servers are the process's own, one pool per clang, started on demand: at most the
+//! available cores, up to 8 (`ELFJIT_COMPILE_SERVERS=N`, N from 1 to 256, changes it; any
+//! other value is an error at the first compile). A compile takes an idle server, starts
+//! one, or waits for one within its deadline ([`Compiler::timeout`]). A server unused for
+//! 60 s exits; all of them exit with the process. A request past its deadline kills its
+//! server and is [`Error::ClangTimeout`], as a spawned clang's; a server that dies on a
+//! request is replaced and the request retried once, then it is [`Error::CompileServer`].
+//! [`crate::prepare`] starts a server in the background.
+//!
+//! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
+//! reports it) and [`describe`] what would compile the next one (`elfjit --version`).
+
+use crate::clang::{compile_args, parse_dependencies, Compiler};
+use crate::compile_server::pool::{self, Found, Pool, Served};
+use crate::compile_server::{Limits, Reply, Request};
+use crate::error::{Error, Result};
+use crate::flags::{CompileOptions, HostInfo, Lang};
+use crate::memory_limit::says_out_of_memory;
+use std::cell::RefCell;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The environment variable that chooses the compiler.
+pub const COMPILER_ENV: &str = "ELFJIT_COMPILER";
+
+/// What `ELFJIT_COMPILER` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A server where one can be had, else a spawned clang (unset or empty).
+    Auto,
+    /// Always spawn clang (`spawn`).
+    Spawn,
+    /// Always a server; no server is an error (`server`).
+    Server,
+}
+
+impl Mode {
+    /// The mode `ELFJIT_COMPILER=value` asks for (`None`: unset).
+    pub fn from_value(value: Option<&std::ffi::OsStr>) -> Result<Mode> {
+        match value.map(|v| v.to_string_lossy()) {
+            None => Ok(Mode::Auto),
+            Some(v) if v.is_empty() => Ok(Mode::Auto),
+            Some(v) if v == "spawn" => Ok(Mode::Spawn),
+            Some(v) if v == "server" => Ok(Mode::Server),
+            Some(v) => Err(Error::BadArgument {
+                what: format!("{COMPILER_ENV} `{v}`"),
+                reason: "expected `spawn` (always run clang), `server` (always a compile \
+                         server) or nothing (a server where one can be had)"
+                    .to_string(),
+            }),
+        }
+    }
+
+    /// The mode this process's environment asks for.
+    pub fn from_env() -> Result<Mode> {
+        Mode::from_value(std::env::var_os(COMPILER_ENV).as_deref())
+    }
+}
+
+/// What compiled a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompiledBy {
+    /// A compile server of this process's pool.
+    Server {
+        /// Its process id.
+        pid: u32,
+        /// The server executable.
+        binary: PathBuf,
+    },
+    /// A clang spawned for the compile.
+    Spawned {
+        /// Why no server compiled it.
+        reason: String,
+    },
+}
+
+impl fmt::Display for CompiledBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompiledBy::Server { pid, binary } => {
+                write!(f, "compile server (pid {pid}, {})", binary.display())
+            }
+            CompiledBy::Spawned { reason } => write!(f, "spawned clang ({reason})"),
+        }
+    }
+}
+
+thread_local! {
+    static LAST: RefCell<Option<CompiledBy>> = const { RefCell::new(None) };
+}
+
+/// What compiled this thread's last kernel (`None` before its first compile).
+pub fn last_compile() -> Option<CompiledBy> {
+    LAST.with(|l| l.borrow().clone())
+}
+
+fn record(by: CompiledBy) {
+    LAST.with(|l| *l.borrow_mut() = Some(by));
+}
+
+/// What would compile a kernel with `compiler` now, starting a server if the pool has none
+/// running (its pid is then the one reported).
+pub fn describe(compiler: &Compiler) -> Result<CompiledBy> {
+    match choose(compiler, true)? {
+        Choice::Spawn(reason) => Ok(CompiledBy::Spawned { reason }),
+        Choice::Pool(pool) => match pool.warm() {
+            Ok(pid) => Ok(CompiledBy::Server {
+                pid,
+                binary: pool.binary().path().to_path_buf(),
+            }),
+            Err(why) => Ok(CompiledBy::Spawned {
+                reason: unavailable(Mode::from_env()?, compiler, why)?,
+            }),
+        },
+    }
+}
+
+/// The pids of this process's compile servers, so that tests can find (and kill) one.
+#[doc(hidden)]
+pub fn server_pids() -> Vec<u32> {
+    pool::all_pids()
+}
+
+enum Choice {
+    Pool(Arc<Pool>),
+    Spawn(String),
+}
+
+/// Where a compile goes; with `wait`, a server that is still starting is waited for.
+fn choose(compiler: &Compiler, wait: bool) -> Result<Choice> {
+    let mode = Mode::from_env()?;
+    if mode == Mode::Spawn {
+        return Ok(Choice::Spawn(format!("{COMPILER_ENV}=spawn")));
+    }
+    let limits = Limits::for_compiler(compiler);
+    match pool::for_compiler(compiler, &limits, wait || mode == Mode::Server)? {
+        Found::Pool(pool) => Ok(Choice::Pool(pool)),
+        Found::Starting => Ok(Choice::Spawn(STARTING.to_string())),
+        Found::Unavailable(why) => unavailable(mode, compiler, why).map(Choice::Spawn),
+    }
+}
+
+/// Why a compile spawned clang while the first server starts.
+const STARTING: &str =
+    "the compile server is starting; this process's first compiles spawn clang meanwhile";
+
+/// No server for `compiler`, for reason `why`: under [`Mode::Server`] an error, else a
+/// spawned clang and the process's one note about it; returns the reason to record.
+fn unavailable(mode: Mode, compiler: &Compiler, why: String) -> Result<String> {
+    if mode == Mode::Server {
+        return Err(Error::CompileServer {
+            clang: compiler.path().to_path_buf(),
+            message: format!("{COMPILER_ENV}=server, but there is no server: {why}"),
+        });
+    }
+    pool::note_unavailable(compiler, &why);
+    Ok(format!("no compile server: {why}"))
+}
+
+/// The compile entry points: each tries a compile server (`compile_on_server`), then a
+/// spawned clang. They live here rather than beside the rest of [`Compiler`] so that
+/// finding and spawning clang does not depend on the servers that depend on it.
+impl Compiler {
+    /// Compiles `source` to a relocatable ELF object, entirely through pipes: on a warm
+    /// compile server of the process's pool where there is one, else by a spawned clang
+    /// (the same object either way; [`last_compile`] says which and why).
+    pub fn compile(&self, source: &[u8], opts: &CompileOptions) -> Result<Vec<u8>> {
+        self.compile_for_host(source, opts, HostInfo::current())
+    }
+
+    /// [`Compiler::compile`] with the host description given explicitly (it decides
+    /// native versus generic CPU flags).
+    pub fn compile_for_host(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+    ) -> Result<Vec<u8>> {
+        self.compile_routed(source, opts, host, false)
+            .map(|(object, _)| object)
+    }
+
+    /// [`Compiler::compile_for_host`], also returning the files clang read besides the
+    /// source (`#include`d headers, `#embed`ded data), from its `-MD` dependency output
+    /// written to a pipe. LLVM IR reads no other file: the list is empty.
+    pub fn compile_with_dependencies(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+        self.compile_routed(source, opts, host, opts.lang == Lang::C)
+    }
+
+    fn compile_routed(
+        &self,
+        source: &[u8],
+        opts: &CompileOptions,
+        host: HostInfo,
+        dependencies: bool,
+    ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+        let args = compile_args(opts, host);
+        match compile_on_server(self, &args, source, dependencies)? {
+            Some(reply) => server_result(self, reply),
+            None => self.compile_spawned(args, source, dependencies),
+        }
+    }
+}
+
+/// A compile server's reply as the spawned path's result: the same errors for a failed
+/// compile, one out of memory under the limit, or an empty object (the server reports
+/// clang's exit status).
+fn server_result(compiler: &Compiler, reply: Reply) -> Result<(Vec<u8>, Vec<PathBuf>)> {
+    let stderr = || String::from_utf8_lossy(&reply.diagnostics).into_owned();
+    let failed = |status: String| Error::ClangFailed {
+        clang: compiler.path().to_path_buf(),
+        status,
+        stderr: stderr(),
+    };
+    if reply.status != 0 {
+        let out_of_memory = says_out_of_memory(&reply.diagnostics);
+        if let Some(limit) = compiler.memory_limit().filter(|_| out_of_memory) {
+            return Err(Error::ClangMemoryLimit {
+                clang: compiler.path().to_path_buf(),
+                limit,
+                stderr: stderr(),
+            });
+        }
+        return Err(failed(format!("exit status: {}", reply.status)));
+    }
+    if reply.object.is_empty() {
+        return Err(failed(
+            "exited successfully but wrote no object".to_string(),
+        ));
+    }
+    let files = parse_dependencies(reply.dependencies.as_deref().unwrap_or_default());
+    Ok((reply.object, files))
+}
+
+/// Compiles `source` with the arguments a spawned `compiler` would get (`args`, after
+/// the executable) on a server, when one is to be used: `Some` is the server's reply,
+/// `None` means spawn clang (the reason is recorded for [`last_compile`]).
+fn compile_on_server(
+    compiler: &Compiler,
+    args: &[String],
+    source: &[u8],
+    want_dependencies: bool,
+) -> Result<Option<Reply>> {
+    let pool = match choose(compiler, false)? {
+        Choice::Pool(pool) => pool,
+        Choice::Spawn(reason) => {
+            record(CompiledBy::Spawned { reason });
+            return Ok(None);
+        }
+    };
+    // The protocol carries text: a clang whose path is not UTF-8 is spawned.
+    let Some(clang) = compiler.path().to_str() else {
+        record(CompiledBy::Spawned {
+            reason: "the clang's path is not UTF-8".to_string(),
+        });
+        return Ok(None);
+    };
+    let argv: Vec<String> = std::iter::once(clang)
+        .chain(args.iter().map(String::as_str))
+        .map(str::to_string)
+        .collect();
+    let deadline = Instant::now().checked_add(compiler.timeout());
+    let request = Request {
+        args: &argv,
+        source,
+        want_dependencies,
+    };
+    match pool.compile(&request, deadline, compiler)? {
+        Served::Reply { reply, pid } => {
+            record(CompiledBy::Server {
+                pid,
+                binary: pool.binary().path().to_path_buf(),
+            });
+            Ok(Some(reply))
+        }
+        Served::Spawn {
+            reason,
+            fallback: true,
+        } => {
+            let reason = unavailable(Mode::from_env()?, compiler, reason)?;
+            record(CompiledBy::Spawned { reason });
+            Ok(None)
+        }
+        Served::Spawn {
+            reason,
+            fallback: false,
+        } => {
+            record(CompiledBy::Spawned { reason });
+            Ok(None)
+        }
+    }
+}
+
+/// Starts a server for the clang [`Compiler::find`] finds on a thread of its own, so that
+/// the first compile finds one running; does nothing under `ELFJIT_COMPILER=spawn`, with
+/// no clang, or once already done. The thread only waits for the server; a process that
+/// exits meanwhile takes it along (and the server sees its parent gone and exits).
+pub(crate) fn warm_in_background() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        if Mode::from_env().ok() == Some(Mode::Spawn) {
+            return;
+        }
+        // No thread: the first compile starts the server instead.
+        let _ = std::thread::Builder::new()
+            .name("elfjit-compile-server-start".into())
+            .spawn(|| {
+                if let Ok(compiler) = Compiler::find() {
+                    // Errors surface again, with their note, at the first compile.
+                    let _ = choose(&compiler, true).map(|choice| match choice {
+                        Choice::Pool(pool) => drop(pool.warm()),
+                        Choice::Spawn(_) => {}
+                    });
+                }
+            });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn modes() {
+        assert_eq!(Mode::from_value(None).unwrap(), Mode::Auto);
+        assert_eq!(Mode::from_value(Some(OsStr::new(""))).unwrap(), Mode::Auto);
+        assert_eq!(
+            Mode::from_value(Some(OsStr::new("spawn"))).unwrap(),
+            Mode::Spawn
+        );
+        assert_eq!(
+            Mode::from_value(Some(OsStr::new("server"))).unwrap(),
+            Mode::Server
+        );
+        let e = Mode::from_value(Some(OsStr::new("Server ")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ELFJIT_COMPILER `Server `"), "{e}");
+        assert!(e.contains("spawn"), "{e}");
+    }
+}
