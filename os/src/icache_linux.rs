@@ -18,7 +18,7 @@
 //! x86_64 needs nothing more (coherent fetch); ppc64le is not handled beyond the flush
 //! (docs/os-support.md).
 
-use crate::icache::CrossThreadSync;
+use crate::cross_thread::CrossThreadSync;
 use std::sync::OnceLock;
 
 /// `MEMBARRIER_CMD_QUERY` and the two commands used, from the kernel's

@@ -26,7 +26,8 @@
 //! mappings keep it alive), so no other process can reopen it through `/proc/PID/fd` to
 //! rewrite or truncate the code.
 
-use super::error::{classify, ArenaError};
+use super::classify::classify;
+use super::error::ArenaError;
 use super::pages::{PageRuns, Run};
 use super::slab::Slabs;
 use super::sys;

@@ -191,33 +191,3 @@ impl ArenaError {
         }
     }
 }
-
-/// Classifies a failed `mmap`/`mprotect` of `size` bytes: `ENOMEM` is the map count when
-/// the process is at `vm.max_map_count`, otherwise the address space. (The caller names
-/// the module's request with [`ArenaError::for_request`].)
-pub(crate) fn classify(op: &'static str, size: u64, errno: i32) -> ArenaError {
-    if !super::sys::is_out_of_memory(errno) {
-        return ArenaError::Os { op, size, errno };
-    }
-    let max = super::sys::max_map_count();
-    let now = super::sys::map_count();
-    // A split needs up to two more mappings; within a few of the limit it is the map count.
-    if let (Some(max), Some(now)) = (max, now) {
-        if now + 4 >= max {
-            return ArenaError::Exhausted {
-                resource: Resource::MapCount,
-                requested: size,
-                reserving: size,
-                limit: max,
-                errno,
-            };
-        }
-    }
-    ArenaError::Exhausted {
-        resource: Resource::AddressSpace,
-        requested: size,
-        reserving: size,
-        limit: super::sys::address_space_limit().unwrap_or(0),
-        errno,
-    }
-}

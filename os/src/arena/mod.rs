@@ -41,6 +41,7 @@
 
 mod backend;
 mod chunk;
+mod classify;
 mod error;
 mod pages;
 mod probe;
@@ -950,7 +951,7 @@ impl Shared {
                     // taken ahead of it), which nothing else uses yet; no reference into
                     // them exists.
                     unsafe { self.protect(addr, len, Prot::ReadWrite) }.map_err(|e| {
-                        error::classify("make pages writable", len as u64, e)
+                        classify::classify("make pages writable", len as u64, e)
                             .for_request(requested(allocations))
                     })?;
                 }
@@ -999,7 +1000,7 @@ impl Shared {
                     // SAFETY: the pages belong to these allocations; their backends are
                     // sealed, so no writable slice into them exists any more.
                     unsafe { self.protect(addr, len, prot) }.map_err(|e| {
-                        error::classify("protect published pages", len as u64, e)
+                        classify::classify("protect published pages", len as u64, e)
                             .for_request(allocations.iter().map(|a| a.requested()).sum())
                     })?;
                 }

@@ -67,7 +67,7 @@ pub(crate) unsafe fn release(
 
 /// Packed mode is available (whether the memfd can be mapped executable is found out when
 /// it is tried).
-pub(crate) fn check_packed() -> Result<(), super::ArenaError> {
+pub(crate) fn check_packed() -> Result<(), super::error::ArenaError> {
     Ok(())
 }
 

@@ -65,7 +65,7 @@ pub(crate) unsafe fn release(addr: usize, len: usize, shared: bool, rest: Prot) 
 }
 
 /// Packed mode is available (memfd_create, FreeBSD 13).
-pub(crate) fn check_packed() -> Result<(), super::ArenaError> {
+pub(crate) fn check_packed() -> Result<(), super::error::ArenaError> {
     Ok(())
 }
 

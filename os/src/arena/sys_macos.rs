@@ -19,12 +19,12 @@
 //! Built (`cargo check --target aarch64-apple-darwin` and `x86_64-apple-darwin`), never
 //! run: no Mac ran this code.
 
+use super::error::ArenaError;
 use super::sys_api::{Advice, Prot};
 pub(crate) use super::sys_posix::{
     address_space_limit, fork_generation, forks_begun, is_out_of_memory, map_private_aligned,
     page_size, protect, register_fork_hooks, unmap,
 };
-use super::ArenaError;
 use crate::Platform;
 use std::os::fd::OwnedFd;
 

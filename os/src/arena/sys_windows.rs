@@ -17,8 +17,8 @@
 //! Errors are `GetLastError` codes, which `std::io::Error::from_raw_os_error` names on
 //! Windows.
 
+use super::error::ArenaError;
 use super::sys_api::{Advice, Prot};
-use super::ArenaError;
 use crate::Platform;
 use std::os::windows::io::OwnedHandle;
 use windows_sys::Win32::Foundation::{
