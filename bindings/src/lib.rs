@@ -95,9 +95,9 @@ impl Failure {
         match self {
             Failure::Elfjit(e) => match e {
                 elfjit::Error::ClangNotFound { .. } => ErrorKind::ClangNotFound,
-                elfjit::Error::ClangFailed { .. } | elfjit::Error::ClangTimeout { .. } => {
-                    ErrorKind::Compile
-                }
+                elfjit::Error::ClangFailed { .. }
+                | elfjit::Error::ClangTimeout { .. }
+                | elfjit::Error::ClangMemoryLimit { .. } => ErrorKind::Compile,
                 // The code arena ran out (its limit, the address space, the map count) or
                 // the OS refused it memory.
                 elfjit::Error::Io { .. } | elfjit::Error::Memory(_) | elfjit::Error::Arena(_) => {

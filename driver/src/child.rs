@@ -14,6 +14,11 @@
 //! - Nothing is run in the child between `fork` and `exec` (no `pre_exec`), so the
 //!   standard library can use `posix_spawn`: starting clang from a process with a large
 //!   heap costs no page-table copy.
+//! - A memory limit ([`Spec::memory_limit`], [`limit_memory`]) bounds the data memory of
+//!   the child and of everything it starts. It is put on the child with `prlimit` right
+//!   after the spawn, before any input is written (so `posix_spawn` stays possible), and
+//!   children inherit it: a compiler, which works on its input, cannot start that work
+//!   before the limit holds.
 //! - A child in its own process group does not get the terminal's Ctrl-C; a program that
 //!   must not leave children behind when it is interrupted calls
 //!   [`stop_children_on_termination_signals`] (the `elfjit` CLI does).
@@ -33,6 +38,24 @@ use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 /// How long output is still collected after the child has exited and its process group
 /// was killed: only a process that left the group can still hold a pipe by then.
 pub const AFTER_EXIT_GRACE: Duration = Duration::from_millis(250);
+
+/// Limits the data memory of process `pid` (this process with `None`) and of the
+/// processes it starts afterwards to `bytes`: its heap, anonymous and private writable
+/// mappings (`RLIMIT_DATA`, soft and hard, so it cannot raise it again). Not the address
+/// space (`RLIMIT_AS`): clang maps over 100 MB of shared libraries and reserves address
+/// ranges it never touches, which says nothing about the memory it takes; `RLIMIT_DATA`
+/// counts exactly what it allocates (Linux 4.7 and later; earlier kernels count only
+/// `brk`). Thread stacks are bounded separately by `RLIMIT_STACK`.
+///
+/// For a child, call it before giving it any work: what it already holds stays.
+pub fn limit_memory(pid: Option<Pid>, bytes: u64) -> std::io::Result<()> {
+    let limit = rustix::process::Rlimit {
+        current: Some(bytes),
+        maximum: Some(bytes),
+    };
+    rustix::process::prlimit(pid, rustix::process::Resource::Data, limit)?;
+    Ok(())
+}
 
 /// `now + timeout`, or no deadline when that cannot be represented.
 pub fn deadline_after(timeout: Duration) -> Option<Instant> {
@@ -76,10 +99,15 @@ pub struct Spec<'a> {
     pub side_channel: Option<(usize, &'a SideArgs)>,
     /// When to stop it; `None` waits as long as it takes.
     pub deadline: Option<Instant>,
+    /// The most data memory, in bytes, it (and each process it starts) may hold
+    /// ([`limit_memory`]); `None` is no limit. A child that passes it sees its
+    /// allocations fail; what it does then is its own (clang reports "out of memory").
+    pub memory_limit: Option<u64>,
 }
 
 impl<'a> Spec<'a> {
-    /// `program` with `args`, nothing on stdin, 1 MiB of each output, no deadline.
+    /// `program` with `args`, nothing on stdin, 1 MiB of each output, no deadline, no
+    /// memory limit.
     pub fn new(program: &'a Path, args: Vec<OsString>) -> Spec<'a> {
         Spec {
             program,
@@ -90,6 +118,7 @@ impl<'a> Spec<'a> {
             stderr_limit: 1 << 20,
             side_channel: None,
             deadline: None,
+            memory_limit: None,
         }
     }
 }
@@ -196,7 +225,8 @@ impl Reader {
 }
 
 /// The running child: killed with its group and reaped when dropped, whatever happened.
-struct Running {
+/// (Also the compile server's process: [`crate::compile_server`].)
+pub(crate) struct Running {
     child: Child,
     pid: Pid,
     /// Its place in [`LIVE`], if there was room.
@@ -265,13 +295,36 @@ extern "C" fn on_termination(sig: libc::c_int) {
 }
 
 impl Running {
-    fn kill_group(&self) {
+    /// Spawns `cmd` (which must put the child in its own process group) and registers
+    /// its group for [`stop_children_on_termination_signals`].
+    pub(crate) fn spawn(cmd: &mut std::process::Command) -> std::io::Result<Running> {
+        let child = cmd.spawn()?;
+        let pid = Pid::from_child(&child);
+        Ok(Running {
+            pid,
+            slot: register(pid),
+            child,
+            reaped: false,
+        })
+    }
+
+    /// The child's process id (its group's id too).
+    pub(crate) fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The child, for its pipes.
+    pub(crate) fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    pub(crate) fn kill_group(&self) {
         // The child is not reaped yet, so its pid (the group's id) cannot have been
         // reused. ESRCH (nobody left) is fine.
         let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
     }
 
-    fn exited(&self) -> std::io::Result<bool> {
+    pub(crate) fn exited(&self) -> std::io::Result<bool> {
         // WNOWAIT: look, but leave the zombie (and with it the group id) in place until
         // the group has been killed.
         let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
@@ -283,7 +336,7 @@ impl Running {
     }
 
     /// Kills what is left of the group and reaps the child.
-    fn finish(mut self) -> std::io::Result<ExitStatus> {
+    pub(crate) fn finish(mut self) -> std::io::Result<ExitStatus> {
         self.kill_group();
         unregister(self.slot.take());
         self.reaped = true;
@@ -302,7 +355,7 @@ impl Drop for Running {
     }
 }
 
-fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
+pub(crate) fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
     let flags = rustix::fs::fcntl_getfl(fd)?;
     rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK)?;
     Ok(())
@@ -310,7 +363,7 @@ fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 
 /// How long `poll` may sleep: until the deadline, the grace period's end, or (without a
 /// pidfd to wake it at the child's exit) a short slice.
-fn poll_timeout(
+pub(crate) fn poll_timeout(
     until: Option<Instant>,
     slice: Option<Duration>,
 ) -> Option<rustix::event::Timespec> {
@@ -357,27 +410,30 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
         side_write = Some(write);
         side_reader = Reader::new(Some(read), limit, Stream::Side);
     }
-    let child = cmd.spawn().map_err(Failure::Spawn)?;
-    let mut running = Running {
-        pid: Pid::from_child(&child),
-        slot: register(Pid::from_child(&child)),
-        child,
-        reaped: false,
-    };
+    let mut running = Running::spawn(&mut cmd).map_err(Failure::Spawn)?;
+    if let Some(bytes) = spec.memory_limit {
+        // Before stdin gets a byte. On failure `running` is dropped: killed and reaped.
+        limit_memory(Some(running.pid), bytes).map_err(|e| {
+            Failure::Spawn(std::io::Error::new(
+                e.kind(),
+                format!("cannot limit its memory to {bytes} bytes: {e}"),
+            ))
+        })?;
+    }
     let take = |fd: Option<OwnedFd>| -> Result<Option<OwnedFd>, Failure> {
         if let Some(fd) = &fd {
             set_nonblocking(fd).map_err(Failure::Io)?;
         }
         Ok(fd)
     };
-    let mut stdin = take(running.child.stdin.take().map(OwnedFd::from))?;
+    let mut stdin = take(running.child_mut().stdin.take().map(OwnedFd::from))?;
     let mut out = Reader::new(
-        take(running.child.stdout.take().map(OwnedFd::from))?,
+        take(running.child_mut().stdout.take().map(OwnedFd::from))?,
         spec.stdout_limit,
         Stream::Stdout,
     );
     let mut err = Reader::new(
-        take(running.child.stderr.take().map(OwnedFd::from))?,
+        take(running.child_mut().stderr.take().map(OwnedFd::from))?,
         spec.stderr_limit,
         Stream::Stderr,
     );
@@ -629,6 +685,29 @@ mod tests {
         s.deadline = Some(Instant::now() + Duration::from_millis(300));
         assert!(matches!(run(&s), Err(Failure::TimedOut { .. })));
         assert_eq!(deadline_after(Duration::MAX), None);
+    }
+
+    #[test]
+    fn the_memory_limit_holds_for_the_child_and_what_it_starts() {
+        // `read` waits for stdin, which is written only once the limit is set: the `cat`
+        // started after it reports the limit it inherited.
+        let input: &[&[u8]] = &[b"go\n"];
+        let mut s = sh("read x; cat /proc/self/limits");
+        s.input = input;
+        s.memory_limit = Some(256 << 20);
+        let f = run(&s).unwrap();
+        let limits = String::from_utf8_lossy(&f.stdout);
+        let data = limits
+            .lines()
+            .find(|l| l.starts_with("Max data size"))
+            .unwrap_or_else(|| panic!("{limits}"));
+        let fields: Vec<&str> = data.split_whitespace().collect();
+        assert_eq!(fields[3..5], ["268435456", "268435456"], "{data}");
+        // Without one, the child keeps this process's.
+        let mut s = sh("read x; cat /proc/self/limits");
+        s.input = input;
+        let f = run(&s).unwrap();
+        assert!(!String::from_utf8_lossy(&f.stdout).contains("268435456"));
     }
 
     #[test]

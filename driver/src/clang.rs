@@ -10,6 +10,7 @@ use crate::child::{self, deadline_after, Failure, Finished, SideArgs, Spec, Stre
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 pub use crate::flags::{CompileOptions, Lang};
+use crate::memory_limit::{compile_memory_from_env, DEFAULT_COMPILE_MEMORY};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -24,7 +25,7 @@ pub const MAX_DIAGNOSTICS: usize = 4 << 20;
 /// The most bytes of `clang --version` output read.
 const MAX_VERSION_OUTPUT: usize = 64 << 10;
 /// The most bytes of dependency list (`-MD`) read for the compile cache.
-const MAX_DEPENDENCY_LIST: usize = 1 << 20;
+pub(crate) const MAX_DEPENDENCY_LIST: usize = 1 << 20;
 
 /// C `source` prefixed with a `#line 1 "<path>"` directive naming `path` (made absolute),
 /// so that debug information compiled from a pipe names the file it came from.
@@ -50,10 +51,11 @@ pub fn with_file_name(source: &[u8], path: &Path) -> Vec<u8> {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A located clang executable.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Compiler {
     path: PathBuf,
     timeout: Duration,
+    memory_limit: Option<u64>,
     version: OnceLock<String>,
 }
 
@@ -64,15 +66,21 @@ impl Compiler {
     /// wins. PATH order is the user's order of preference, so a directory late in PATH
     /// never overrides an earlier one, and the choice does not depend on the order a
     /// directory lists its files in.
+    ///
+    /// Its memory limit is `ELFJIT_COMPILE_MEMORY`'s (an error if that is not a size),
+    /// else [`DEFAULT_COMPILE_MEMORY`]; see [`Compiler::with_memory_limit`].
     pub fn find() -> Result<Compiler> {
-        Compiler::find_with(
+        let memory_limit = compile_memory_from_env()?;
+        Ok(Compiler::find_with(
             std::env::var_os("ELFJIT_CLANG").as_deref(),
             std::env::var_os("PATH").as_deref(),
-        )
+        )?
+        .with_memory_limit(memory_limit))
     }
 
     /// [`Compiler::find`] with the two environment variables passed in, so callers (and
-    /// tests) can search as if the environment were different.
+    /// tests) can search as if the environment were different. The memory limit is
+    /// [`DEFAULT_COMPILE_MEMORY`], whatever the environment says.
     pub fn find_with(clang_env: Option<&OsStr>, path_env: Option<&OsStr>) -> Result<Compiler> {
         let dirs: Vec<PathBuf> = path_env
             .map(|p| std::env::split_paths(p).collect())
@@ -124,7 +132,8 @@ impl Compiler {
         })
     }
 
-    /// Uses the clang at `path`, checking that it is an executable file.
+    /// Uses the clang at `path`, checking that it is an executable file. The memory limit
+    /// is `ELFJIT_COMPILE_MEMORY`'s, as for [`Compiler::find`].
     pub fn at(path: impl Into<PathBuf>) -> Result<Compiler> {
         let path = path.into();
         if !is_executable(&path) {
@@ -132,13 +141,14 @@ impl Compiler {
                 tried: vec![format!("{} (not an executable file)", path.display())],
             });
         }
-        Ok(Compiler::new(path))
+        Ok(Compiler::new(path).with_memory_limit(compile_memory_from_env()?))
     }
 
     fn new(path: PathBuf) -> Compiler {
         Compiler {
             path,
             timeout: DEFAULT_TIMEOUT,
+            memory_limit: Some(DEFAULT_COMPILE_MEMORY),
             version: OnceLock::new(),
         }
     }
@@ -153,6 +163,20 @@ impl Compiler {
     /// The limit per clang run.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// The same compiler with a different memory limit per clang run, in bytes (`None`:
+    /// no limit). Every process of a run (clang, and what it starts) is held to it
+    /// ([`child::limit_memory`]); a run that passes it fails with
+    /// [`Error::ClangMemoryLimit`].
+    pub fn with_memory_limit(mut self, bytes: Option<u64>) -> Compiler {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// The memory limit per clang run, in bytes (`None`: no limit).
+    pub fn memory_limit(&self) -> Option<u64> {
+        self.memory_limit
     }
 
     /// The clang executable.
@@ -220,11 +244,10 @@ impl Compiler {
         host: HostInfo,
         dependencies: bool,
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
-        let mut args: Vec<OsString> = clang_args(opts, host)
+        let args: Vec<OsString> = compile_args(opts, host)
             .into_iter()
             .map(OsString::from)
             .collect();
-        args.extend(["-", "-o", "-"].map(OsString::from));
         let side = |pipe: &Path| -> Vec<OsString> {
             ["-MD", "-MT", "x", "-MF"]
                 .iter()
@@ -282,7 +305,16 @@ impl Compiler {
         spec.stderr_limit = MAX_DIAGNOSTICS;
         spec.side_channel = side.map(|s| (MAX_DEPENDENCY_LIST, s));
         spec.deadline = deadline_after(self.timeout);
-        child::run(&spec).map_err(|f| self.failure(f, what))
+        spec.memory_limit = self.memory_limit;
+        let finished = child::run(&spec).map_err(|f| self.failure(f, what))?;
+        match self.memory_limit {
+            Some(limit) if ran_out_of_memory(&finished) => Err(Error::ClangMemoryLimit {
+                clang: self.path.clone(),
+                limit,
+                stderr: String::from_utf8_lossy(&finished.stderr).into_owned(),
+            }),
+            _ => Ok(finished),
+        }
     }
 
     /// The error for a clang run that did not finish by itself.
@@ -332,6 +364,33 @@ impl Compiler {
             },
         }
     }
+}
+
+/// The arguments a spawned clang gets to compile `opts` from stdin to stdout (after its
+/// executable): [`clang_args`], then `- -o -`. A compile server's request carries the
+/// same list.
+pub(crate) fn compile_args(opts: &CompileOptions, host: HostInfo) -> Vec<String> {
+    let mut args = clang_args(opts, host);
+    args.extend(["-", "-o", "-"].map(String::from));
+    args
+}
+
+/// Whether a clang run failed because an allocation failed: LLVM's out-of-memory
+/// handler reports `LLVM ERROR: out of memory` / `Allocation failed` (then clang's
+/// driver exits with 1, or the process dies of `SIGABRT`), the C++ runtime
+/// `std::bad_alloc`.
+fn ran_out_of_memory(run: &Finished) -> bool {
+    if run.status.success() {
+        return false;
+    }
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    [
+        "LLVM ERROR: out of memory",
+        "Allocation failed",
+        "std::bad_alloc",
+    ]
+    .iter()
+    .any(|marker| stderr.contains(marker))
 }
 
 /// The files a make-style dependency rule (`-MD -MF`, target `x`) names, in order,
@@ -534,6 +593,48 @@ mod tests {
             .compile(b"int x;", &CompileOptions::new(Lang::C, Arch::X86_64))
             .unwrap();
         assert_eq!(out, b"int x;");
+    }
+
+    /// A two-line source whose one `.fill` makes clang's assembler hold 1.5 GiB.
+    const HUGE_FILL: &[u8] = b"asm(\".fill 1610612736\");\nint f(void) { return 1; }\n";
+
+    #[test]
+    fn a_source_past_the_memory_limit_fails_naming_the_limit() {
+        let c = Compiler::find()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_memory_limit(Some(1 << 30));
+        let host = Arch::host().unwrap_or(Arch::X86_64);
+        let err = c
+            .compile(HUGE_FILL, &CompileOptions::new(Lang::C, host))
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::ClangMemoryLimit { limit, .. } if limit == 1 << 30));
+        assert!(
+            msg.contains("exceeded the compiler memory limit of 1 GiB (ELFJIT_COMPILE_MEMORY)"),
+            "{msg}"
+        );
+        assert!(msg.lines().count() < 10, "{msg}");
+    }
+
+    #[test]
+    fn ordinary_kernels_compile_under_512_mib_and_by_default() {
+        let found = Compiler::find().unwrap_or_else(|e| panic!("{e}"));
+        let source = b"double dot(const double *a, const double *b, int n) {\n\
+            double s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s; }\n";
+        for arch in [Arch::host().unwrap_or(Arch::X86_64), Arch::Aarch64] {
+            let opts = CompileOptions::new(Lang::C, arch);
+            let small = found.clone().with_memory_limit(Some(512 << 20));
+            assert_eq!(small.memory_limit(), Some(512 << 20));
+            small
+                .compile(source, &opts)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let default = Compiler::find_with(None, std::env::var_os("PATH").as_deref())
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(default.memory_limit(), Some(DEFAULT_COMPILE_MEMORY));
+            default
+                .compile(source, &opts)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
     }
 
     #[test]

@@ -21,6 +21,16 @@ pub enum Error {
         /// What it said.
         stderr: String,
     },
+    /// clang ran out of memory under the compiler memory limit
+    /// ([`crate::Compiler::with_memory_limit`], `ELFJIT_COMPILE_MEMORY`).
+    ClangMemoryLimit {
+        /// The clang that ran.
+        clang: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+        /// What it said.
+        stderr: String,
+    },
     /// clang did not finish within the timeout and was killed.
     ClangTimeout {
         /// The clang that ran.
@@ -91,6 +101,18 @@ impl fmt::Display for Error {
                 clang.display(),
                 stderr.trim_end()
             ),
+            Error::ClangMemoryLimit {
+                clang,
+                limit,
+                stderr,
+            } => write!(
+                f,
+                "{} exceeded the compiler memory limit of {}; raise it (e.g. \
+                 ELFJIT_COMPILE_MEMORY=8G, 0 for none) if the source really needs more:\n{}",
+                clang.display(),
+                crate::memory_limit::describe_limit(*limit),
+                first_lines(stderr, 3)
+            ),
             Error::ClangTimeout { clang, timeout } => write!(
                 f,
                 "{} did not finish within {:.1} s and was killed",
@@ -135,6 +157,20 @@ fn backend(f: &mut fmt::Formatter<'_>, b: &elfjit_core::BackendError) -> fmt::Re
     } else {
         write!(f, "{b}")
     }
+}
+
+/// The first `n` lines of `text`, and how many more there were: clang's crash report
+/// after an out-of-memory abort is a long stack dump that says nothing more.
+fn first_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut head = lines.iter().take(n).copied().collect::<Vec<_>>().join("\n");
+    if lines.len() > n {
+        head.push_str(&format!(
+            "\n({} more lines of clang's crash report)",
+            lines.len() - n
+        ));
+    }
+    head
 }
 
 fn list_or_none(names: &[String]) -> String {

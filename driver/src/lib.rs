@@ -16,7 +16,8 @@
 //!
 //! The pieces, one job each:
 //! - compiling: [`clang`] (finding and running clang, bounded, on pipes), [`flags`] (what
-//!   to compile for and the clang arguments that follow), [`cache`] (a content-addressed
+//!   to compile for and the clang arguments that follow), [`memory_limit`] (how much memory a
+//!   compiler process may take), [`cache`] (a content-addressed
 //!   object cache in memory and on disk), [`batch`] (many kernels in one translation
 //!   unit), [`parallel`] (one clang per core);
 //! - loading and calling: [`module`] (the loaded image), [`symbol`] (typed symbols that
@@ -41,11 +42,15 @@ pub mod bounded;
 pub mod cache;
 pub mod child;
 pub mod clang;
+// Until the pool and `Compiler::compile` use it (issue 27), only the tests do.
+#[allow(dead_code, unused_imports)]
+mod compile_server;
 pub mod error;
 #[cfg(feature = "dlopen-fallback")]
 pub mod fallback;
 pub mod ffi;
 pub mod flags;
+pub mod memory_limit;
 pub mod module;
 pub mod native;
 pub mod notes;
@@ -56,6 +61,7 @@ pub mod private_dir;
 pub mod run;
 pub mod symbol;
 mod symbols;
+pub mod verified;
 #[cfg(not(feature = "dlopen-fallback"))]
 mod warmup;
 

@@ -356,6 +356,19 @@ impl PrivateDir {
         }
     }
 
+    /// The lock file `name` (created empty with mode `0600` if missing, never through a
+    /// symbolic link), open for [`rustix::fs::flock`]: a build that two processes could
+    /// start at once takes it first.
+    pub fn open_lock(&self, name: &str) -> std::io::Result<File> {
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        Ok(File::from(fd))
+    }
+
     /// Renames `from` in this directory to `to` in `dest` (replacing it).
     pub fn rename_to(&self, from: &str, dest: &PrivateDir, to: &str) -> std::io::Result<()> {
         Ok(rustix::fs::renameat(&self.fd, from, &dest.fd, to)?)

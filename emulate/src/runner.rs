@@ -3,36 +3,33 @@
 //! `qemu-<arch>` with the request on stdin.
 //!
 //! qemu-user performs a runner's system calls for real, so a runner is code elfjit
-//! executes as you, and is guarded like it: it is built in a private work directory
-//! inside the checked cache directory ([`elfjit::private_dir`]), its SHA-256 is recorded at
-//! build time in a `0600` file beside it (`runner-ARCH-HASH.sha256`), and on use both
-//! files must pass the ownership and mode checks and the digest must match what is read.
-//! qemu is then given the very file that was verified, through this process's open
-//! descriptor (`/proc/<pid>/fd/<n>`), not its path: replacing the file after the check
-//! changes nothing. A cache directory that is not yours alone is not used: the runner is
+//! executes as you, and is guarded like it ([`elfjit::verified`]): it is built in a
+//! private work directory inside the checked cache directory ([`elfjit::private_dir`]),
+//! its SHA-256 is recorded at build time in a `0600` file beside it
+//! (`runner-ARCH-HASH.sha256`), and on use both files must pass the ownership and mode
+//! checks and the digest must match what is read. qemu is then given the very file that
+//! was verified, through this process's open descriptor (`/proc/<pid>/fd/<n>`), not its
+//! path: replacing the file after the check changes nothing. A cache directory that is not yours alone is not used: the runner is
 //! then built for this process in a fresh private temporary directory.
 
 use crate::layout::{FAR_ADDRESS, RUNNER_BASE};
 use crate::protocol::{Reply, Request, REPLY_HEADER};
-use elfjit::bounded;
 use elfjit::cache::{self, Cleared};
 use elfjit::child::{self, deadline_after, Failure, Spec, Stream};
 use elfjit::clang::{Compiler, MAX_DIAGNOSTICS};
 use elfjit::flags;
 use elfjit::notes;
-use elfjit::private_dir::{random_hex, PrivateDir, Refused, TEMP_PREFIX};
+use elfjit::private_dir::{random_hex, PrivateDir, Refused};
+use elfjit::verified::{self, Verified};
 use elfjit::{Error, Result};
 use elfjit_core::Arch;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// The runner's C source.
 pub const RUNNER_C: &str = include_str!("runner.c");
@@ -47,8 +44,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_RUNNER_SIZE: u64 = 64 << 20;
 /// The most stderr read from the runner or its build.
 const MAX_RUNNER_STDERR: usize = 1 << 20;
-/// A work directory this old belongs to a build that died: removed.
-const STALE_AFTER: Duration = Duration::from_secs(3600);
 
 fn emulation_error(arch: Arch, message: impl Into<String>) -> Error {
     Error::Emulation {
@@ -102,18 +97,14 @@ pub struct Runner {
     /// built by this process.
     pub build_log: Option<String>,
     /// The file whose SHA-256 was verified, held open for the life of the runner.
-    executable: File,
+    executable: Verified,
 }
 
 impl Runner {
     /// The path qemu is given: this process's descriptor of the verified file, so what
     /// runs is what was checked whatever happens to [`Runner::path`] since.
     pub fn program(&self) -> PathBuf {
-        PathBuf::from(format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            self.executable.as_raw_fd()
-        ))
+        self.executable.program()
     }
 }
 
@@ -227,22 +218,10 @@ fn runner_name(arch: Arch, version: &str) -> String {
     format!("runner-{}-{hash:016x}", arch.name())
 }
 
-fn digest_name(runner: &str) -> String {
-    format!("{runner}.sha256")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Whether `name` in the runner directory is elfjit's: a runner, its digest, or a
 /// temporary file or work directory (including the `build.tmp-*` of older versions).
 pub fn is_runner_file(name: &str) -> bool {
-    name.starts_with("runner-") || is_temporary(name)
-}
-
-fn is_temporary(name: &str) -> bool {
-    name.starts_with(TEMP_PREFIX) || name.contains(".tmp-")
+    name.starts_with("runner-") || verified::is_temporary(name)
 }
 
 /// Removes the emulated runners, their digests and leftover build directories from the
@@ -250,21 +229,6 @@ fn is_temporary(name: &str) -> bool {
 /// directory is empty; one that is not yours alone is refused and left as it is.
 pub fn clear_dir(root: &Path) -> Result<Cleared> {
     cache::clear_matching(root, is_runner_file)
-}
-
-/// Removes work directories and temporary files of builds that died (older than an
-/// hour); a build at work is younger.
-fn remove_stale(dir: &PrivateDir) {
-    let Ok(listing) = dir.list() else { return };
-    let now = SystemTime::now();
-    for l in listing {
-        let stale = now
-            .duration_since(l.modified)
-            .is_ok_and(|age| age > STALE_AFTER);
-        if stale && l.name.to_str().is_some_and(is_temporary) {
-            let _ = dir.remove_tree(&l.name);
-        }
-    }
 }
 
 /// Says once why the runner in `dir` is rebuilt.
@@ -277,49 +241,15 @@ fn rebuilding(reason: &'static str, why: String) {
 /// The cached runner `name` in `dir` if it and its digest pass every check and match;
 /// `None` (said once per reason) if it must be rebuilt.
 fn load(dir: &PrivateDir, name: &str, arch: Arch) -> Option<Runner> {
-    let refused = |e: Refused| {
-        if let Refused::Unsafe { reason, why } = e {
+    let runner = match verified::load(dir, name, MAX_RUNNER_SIZE) {
+        Ok(v) => v,
+        Err(Refused::Unsafe { reason, why }) => {
             rebuilding(reason, why);
-        }
-    };
-    let mut runner = match dir.open_file(name, MAX_RUNNER_SIZE) {
-        Ok(f) => f,
-        Err(e) => {
-            refused(e);
             return None;
         }
+        Err(_) => return None,
     };
-    let digest_file = digest_name(name);
-    let recorded = match dir.open_file(&digest_file, 256) {
-        Ok(mut f) => bounded::read_to_end(&mut f.file, 256, Some(f.len)).ok()?,
-        Err(Refused::Missing) => {
-            rebuilding(
-                "no-digest",
-                format!(
-                    "{} has no recorded SHA-256 digest ({digest_file})",
-                    dir.path().join(name).display()
-                ),
-            );
-            return None;
-        }
-        Err(e) => {
-            refused(e);
-            return None;
-        }
-    };
-    let bytes = bounded::read_to_end(&mut runner.file, MAX_RUNNER_SIZE, Some(runner.len)).ok()?;
-    let actual = hex(&Sha256::digest(&bytes));
-    if String::from_utf8_lossy(&recorded).trim() != actual {
-        rebuilding(
-            "digest-mismatch",
-            format!(
-                "the SHA-256 of {} does not match the digest recorded when it was built",
-                dir.path().join(name).display()
-            ),
-        );
-        return None;
-    }
-    let Some(symbols) = executable_symbols(&bytes, arch) else {
+    let Some(symbols) = executable_symbols(&runner.bytes, arch) else {
         rebuilding(
             "not-a-runner",
             format!(
@@ -334,7 +264,7 @@ fn load(dir: &PrivateDir, name: &str, arch: Arch) -> Option<Runner> {
         path: dir.path().join(name),
         symbols,
         build_log: None,
-        executable: runner.file,
+        executable: runner,
     })
 }
 
@@ -379,6 +309,8 @@ fn build_in(
     spec.current_dir = Some(work.fd_path());
     spec.stderr_limit = MAX_DIAGNOSTICS;
     spec.deadline = deadline_after(compiler.timeout());
+    // elfjit's own sources, read from files: the limit is set while clang starts up.
+    spec.memory_limit = compiler.memory_limit();
     let output = child::run(&spec).map_err(|f| match f {
         Failure::TimedOut { .. } => emulation_error(
             arch,
@@ -413,32 +345,19 @@ fn build_in(
             format!("the runner built in {} {why}", work.path().display()),
         )
     };
-    let mut built = work
-        .open_file("runner", MAX_RUNNER_SIZE)
-        .map_err(|e| not_valid(format!("cannot be used: {e}")))?;
-    let bytes = bounded::read_to_end(&mut built.file, MAX_RUNNER_SIZE, Some(built.len))
-        .map_err(|e| not_valid(format!("cannot be read: {e}")))?;
-    let symbols = executable_symbols(&bytes, arch)
-        .ok_or_else(|| not_valid("is not a valid executable".to_string()))?;
-    // Executable (qemu wants an execute bit) by its owner only.
-    rustix::fs::fchmod(&built.file, rustix::fs::Mode::from_raw_mode(0o700))
-        .map_err(|e| io(format!("cannot protect {}", work.path().display()))(e.into()))?;
-    let digest = format!("{}\n", hex(&Sha256::digest(&bytes)));
-    work.rename_to("runner", dir, name).map_err(io(format!(
-        "cannot move the runner into {}",
-        dir.path().display()
-    )))?;
-    dir.write_file(&digest_name(name), &[digest.as_bytes()], 0o600)
-        .map_err(io(format!(
-            "cannot record the runner's digest in {}",
-            dir.path().display()
-        )))?;
+    // Executable (qemu wants an execute bit) by its owner only, its digest recorded.
+    let built = verified::install(work, "runner", dir, name, MAX_RUNNER_SIZE)
+        .map_err(|why| not_valid(format!("cannot be kept: {why}")))?;
+    let Some(symbols) = executable_symbols(&built.bytes, arch) else {
+        let _ = dir.remove(OsStr::new(name));
+        return Err(not_valid("is not a valid executable".to_string()));
+    };
     Ok(Runner {
         arch,
         path: dir.path().join(name),
         symbols,
         build_log: Some(log),
-        executable: built.file,
+        executable: built,
     })
 }
 
@@ -454,7 +373,7 @@ pub fn load_or_build(compiler: &Compiler, arch: Arch, dir: &Path) -> Result<Runn
             if let Some(r) = load(&d, &name, arch) {
                 return Ok(r);
             }
-            remove_stale(&d);
+            verified::remove_stale(&d);
             build(compiler, arch, &d, &name)
         }
         Err(e) => {
