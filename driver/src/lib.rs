@@ -97,3 +97,10 @@ pub use symbol::Symbol;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The Rust examples of the longer docs the README links to, tested the same way.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/compile.md")]
+#[doc = include_str!("../../docs/arena.md")]
+#[doc = include_str!("../../docs/core.md")]
+pub struct DocsDoctests;

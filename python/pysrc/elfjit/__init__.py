@@ -14,6 +14,7 @@ puts tinygrad's CPU device on this loader.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING
 
 from elfjit._native import (
@@ -37,6 +38,20 @@ from elfjit._native import (
 
 if TYPE_CHECKING:
     from elfjit import tinygrad as tinygrad
+
+# The wheel carries no compiler: loading works without one, compiling needs a clang. Say
+# so once, at import, rather than at the first compile of a program that may run long
+# before it. (A PATH search only: no process is started unless ELFJIT_CLANG names one.)
+try:
+    clang_path()
+except ClangNotFoundError as _not_found:
+    warnings.warn(
+        f"elfjit: no clang found ({_not_found}); elfjit.compile needs one. Install clang "
+        "(Debian/Ubuntu: `apt install clang`, Fedora: `dnf install clang`, macOS: "
+        "`xcode-select --install`), or set ELFJIT_CLANG to a clang executable.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 __all__ = [
     "ArgumentError",
