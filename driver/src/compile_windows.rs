@@ -21,12 +21,18 @@ use std::path::{Path, PathBuf};
 /// The bound on an object's size (what a compile would accept from clang).
 pub const MAX_OBJECT_SIZE: usize = (elfjit_core::plan::MAX_IMAGE_SIZE as usize) + (64 << 20);
 
-fn unsupported() -> Error {
+pub(crate) fn unsupported() -> Error {
     Error::Unsupported(
         "compiling (clang as a child process) is not ported to Windows: compile on Linux \
          with `elfjit compile FILE -o FILE.o --target x86_64-windows` and load the object"
             .to_string(),
     )
+}
+
+/// `source` unchanged: the file name is for clang's debug information, and nothing
+/// compiles on Windows.
+pub fn with_file_name(source: &[u8], _path: &Path) -> Vec<u8> {
+    source.to_vec()
 }
 
 /// A clang named for compiling; on Windows it is never started.
@@ -74,12 +80,17 @@ impl Compiler {
     }
 }
 
-/// The object cache: none on Windows (this type has no values).
+/// The object cache: it holds nothing on Windows (nothing compiles there).
 #[derive(Debug)]
-pub enum Cache {}
+pub struct Cache;
 
 impl Cache {
-    /// [`Cache::compile_for_host`] of Unix; never called (no `Cache` exists here).
+    /// The (empty) cache.
+    pub fn from_env() -> Cache {
+        Cache
+    }
+
+    /// [`Error::Unsupported`]: compiling is not ported to Windows.
     pub fn compile_for_host(
         &self,
         _compiler: &Compiler,
@@ -87,7 +98,7 @@ impl Cache {
         _opts: &CompileOptions,
         _host: HostInfo,
     ) -> Result<(Vec<u8>, CacheStatus)> {
-        match *self {}
+        Err(unsupported())
     }
 }
 
@@ -116,14 +127,38 @@ impl fmt::Display for CacheStatus {
     }
 }
 
-/// What compiled a kernel: nothing does on Windows.
+/// What compiled a kernel (the Unix type's shape; never made on Windows, where nothing
+/// compiles).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CompiledBy {}
+pub enum CompiledBy {
+    /// A compile server of this process's pool.
+    Server {
+        /// Its process id.
+        pid: u32,
+        /// The server executable.
+        binary: PathBuf,
+    },
+    /// A clang spawned for the compile.
+    Spawned {
+        /// Why no server compiled it.
+        reason: String,
+    },
+}
 
 impl fmt::Display for CompiledBy {
-    fn fmt(&self, _f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {}
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompiledBy::Server { pid, binary } => {
+                write!(f, "compile server (pid {pid}, {})", binary.display())
+            }
+            CompiledBy::Spawned { reason } => write!(f, "spawned clang ({reason})"),
+        }
     }
+}
+
+/// [`Error::Unsupported`]: nothing compiles on Windows.
+pub fn describe(_compiler: &Compiler) -> Result<CompiledBy> {
+    Err(unsupported())
 }
 
 /// What compiled this thread's last kernel: always `None` on Windows.
