@@ -61,7 +61,8 @@ fn usage(msg: impl Into<String>) -> Failure {
 
 fn main() -> ExitCode {
     // Crash reports, children taken down on Ctrl-C, orphans adopted: the OS's part.
-    let guards = platform::install_guards();
+    // Kept to the end of main (dropping them kills and reaps adopted orphans).
+    let _guards = platform::install_guards();
     let words: Vec<OsString> = std::env::args_os().skip(1).collect();
     let result = match Cli::try_parse_from(
         std::iter::once(OsString::from("elfjit")).chain(words.iter().cloned()),
@@ -74,12 +75,10 @@ fn main() -> ExitCode {
             _ => Err(usage(cli::usage_message(&e, &words))),
         },
     };
-    let code = match result {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => fail(&f),
-    };
-    drop(guards);
-    code
+    }
 }
 
 fn fail(f: &Failure) -> ExitCode {
@@ -301,8 +300,14 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     // the word of the person who typed them: that is what the command is for. A wrong
     // signature makes the kernel misbehave in this process, which the crash reporter
     // then names.
-    let (outcome, status) =
-        unsafe { run_on(platform::executor_for(&req, &native)?, &compiler, cache.as_ref(), &req) }?;
+    let (outcome, status) = unsafe {
+        run_on(
+            platform::executor_for(&req, &native)?,
+            &compiler,
+            cache.as_ref(),
+            &req,
+        )
+    }?;
     // What compiled the kernel (on a cache hit nothing did, whatever compiled an
     // emulated run's call shim).
     let compiled_by =

@@ -13,8 +13,8 @@
 //! pieces of the compile side the load-and-run side names.
 
 use crate::error::{Error, Result};
-pub use crate::flags::{CompileOptions, Lang};
 use crate::flags::HostInfo;
+pub use crate::flags::{CompileOptions, Lang};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
