@@ -15,7 +15,6 @@
 use crate::error::{Error, Result};
 use crate::flags::HostInfo;
 pub use crate::flags::{CompileOptions, Lang};
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The bound on an object's size (what a compile would accept from clang).
@@ -102,59 +101,7 @@ impl Cache {
     }
 }
 
-/// Whether the cache had an object (never reported on Windows: there is no cache).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheStatus {
-    /// Found.
-    Hit,
-    /// Not found.
-    Miss,
-}
-
-impl CacheStatus {
-    /// `"hit"` or `"miss"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CacheStatus::Hit => "hit",
-            CacheStatus::Miss => "miss",
-        }
-    }
-}
-
-impl fmt::Display for CacheStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// What compiled a kernel (the Unix type's shape; never made on Windows, where nothing
-/// compiles).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CompiledBy {
-    /// A compile server of this process's pool.
-    Server {
-        /// Its process id.
-        pid: u32,
-        /// The server executable.
-        binary: PathBuf,
-    },
-    /// A clang spawned for the compile.
-    Spawned {
-        /// Why no server compiled it.
-        reason: String,
-    },
-}
-
-impl fmt::Display for CompiledBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CompiledBy::Server { pid, binary } => {
-                write!(f, "compile server (pid {pid}, {})", binary.display())
-            }
-            CompiledBy::Spawned { reason } => write!(f, "spawned clang ({reason})"),
-        }
-    }
-}
+pub use crate::outcome::{CacheStatus, CompiledBy};
 
 /// [`Error::Unsupported`]: nothing compiles on Windows.
 pub fn describe(_compiler: &Compiler) -> Result<CompiledBy> {

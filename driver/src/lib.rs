@@ -73,6 +73,7 @@ pub mod native;
 #[cfg(unix)]
 #[cfg_attr(not(target_os = "linux"), path = "orphans_unsupported.rs")]
 pub mod orphans;
+mod outcome;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
 /// One line on stderr per reason per process (owned by `elfjit-observe`, which says
