@@ -87,11 +87,13 @@ pub(crate) fn cmd_cache(command: CacheCommand) -> Result<(), Failure> {
 
 pub(crate) fn cmd_demo() -> Result<(), Failure> {
     let compiler = Compiler::find()?;
-    let version = compiler.version().unwrap_or_else(|e| e.to_string());
+    // The server first: finding it reads clang's version remembered on disk, which
+    // `version` then answers without running clang.
     let compiling = match elfjit::route::describe(&compiler) {
         Ok(by) => by.to_string(),
         Err(e) => return Err(Failure::Run(e)),
     };
+    let version = compiler.version().unwrap_or_else(|e| e.to_string());
     out(&format!(
         "clang: {} ({version})\ncompiler: {compiling}\n",
         compiler.path().display()

@@ -13,7 +13,12 @@
 //!   a time vs on every core ([`elfjit::parallel::compile_sources`]);
 //! - `compiler/spawn` vs `compiler/server`: the saxpy kernel from source to callable with
 //!   a spawned clang (`ELFJIT_COMPILER=spawn`) vs a warm compile server of the pool
-//!   (`ELFJIT_COMPILER=server`, started before the timing).
+//!   (`ELFJIT_COMPILER=server`, started before the timing);
+//! - `kernels64/spawn` vs `kernels64/server`: 64 different kernels, one compile each (as
+//!   tinygrad and Morok compile them), as parallel as [`compile_sources`] runs them, with
+//!   spawned clangs vs the pool's warm servers;
+//! - `batch64/spawn` vs `batch64/server`: the 64 kernels as one [`Batch`] split over the
+//!   cores ([`Batch::build_split`]), with spawned clangs vs the pool's servers.
 //!
 //! The other groups compile as `ELFJIT_COMPILER` says (unset: through the compile server
 //! pool where there is a server).
@@ -184,11 +189,67 @@ fn spawn_vs_server(c: &mut Criterion) {
     group.finish();
 }
 
+/// Runs `bench` once per compiler mode (`spawn`, then `server`), with `ELFJIT_COMPILER`
+/// set to it and the pool's servers started and warm before the timing.
+fn per_mode(warm: impl Fn(), mut bench: impl FnMut(&str)) {
+    for mode in ["spawn", "server"] {
+        // Benchmarks run one at a time: nothing else reads the variable meanwhile.
+        std::env::set_var("ELFJIT_COMPILER", mode);
+        warm();
+        bench(mode);
+    }
+    std::env::remove_var("ELFJIT_COMPILER");
+}
+
+fn kernels64(c: &mut Criterion) {
+    let clang = compiler();
+    let o = opts();
+    let sources: Vec<String> = (0..64).map(kernel).collect();
+    let all = || {
+        let objects = compile_sources(&clang, &sources, &o, None);
+        assert!(objects.iter().all(|r| r.is_ok()));
+        objects
+    };
+    let mut group = c.benchmark_group("kernels64");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Elements(64));
+    per_mode(
+        || drop(all()),
+        |mode| {
+            group.bench_function(mode, |b| b.iter(all));
+        },
+    );
+    group.finish();
+
+    let mut batch = Batch::new();
+    for (i, source) in sources.iter().enumerate() {
+        batch.add(format!("k{i}"), source.clone()).unwrap();
+    }
+    let build = || {
+        let m = batch.build_split(&clang, &o, None).unwrap();
+        black_box(m.symbol("k63").unwrap());
+        m
+    };
+    let mut group = c.benchmark_group("batch64");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Elements(64));
+    per_mode(
+        || drop(build()),
+        |mode| {
+            group.bench_function(mode, |b| b.iter_with_large_drop(build));
+        },
+    );
+    group.finish();
+}
+
 criterion_group!(
     benches,
     source_to_callable,
     batches,
     parallel,
-    spawn_vs_server
+    spawn_vs_server,
+    kernels64
 );
 criterion_main!(benches);

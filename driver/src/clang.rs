@@ -184,6 +184,13 @@ impl Compiler {
         &self.path
     }
 
+    /// Sets what [`Compiler::version`] answers when it has not run yet: `version` is this
+    /// clang's, remembered under the executable's identity (see
+    /// [`crate::cache::Cache::clang_version`]).
+    pub(crate) fn remember_version(&self, version: &str) {
+        let _ = self.version.set(version.to_string());
+    }
+
     /// The first line of `clang --version` (run once, then cached).
     pub fn version(&self) -> Result<String> {
         if let Some(v) = self.version.get() {

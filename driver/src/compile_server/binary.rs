@@ -167,9 +167,13 @@ pub(crate) fn is_server_file(name: &str) -> bool {
 }
 
 fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavailable> {
-    let version = compiler
-        .version()
+    // Remembered on disk under the clang's identity, as the compile cache's key has it:
+    // a fresh process does not pay a `clang --version` run (tens of milliseconds) before
+    // its server starts.
+    let version = cache::Cache::from_env()
+        .clang_version(compiler)
         .map_err(|e| unavailable(format!("cannot ask clang its version: {e}")))?;
+    compiler.remember_version(&version);
     let major = llvm_major(&version).ok_or_else(|| {
         unavailable(format!(
             "cannot tell the LLVM version of {} from `{version}`",
