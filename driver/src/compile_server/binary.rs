@@ -10,7 +10,15 @@
 //! with its SHA-256 ([`crate::verified`]), verified on load and again before every start,
 //! and run through the verified open descriptor. A lock file keeps two processes from
 //! building it at once; a build has a deadline ([`BUILD_TIMEOUT`]).
+//!
+//! Before the cache, a directory of prebuilt servers is looked at ([`prebuilt`], named by
+//! `ELFJIT_SERVER_DIR`): its server for the clang's LLVM major is used if it passes the
+//! checks of installed files, matches its manifest and answers the ready handshake
+//! ([`handshake`]); otherwise elfjit goes on to the cache or a build, and says once why the
+//! prebuilt one was not used. [`build_to`] builds a server with its manifest into a given
+//! directory, for packaging (`scripts/dist`).
 
+use super::prebuilt::{self, Manifest, SERVER_DIR_ENV};
 use super::protocol;
 use crate::cache;
 use crate::child::{self, deadline_after, Failure, Spec};
@@ -40,6 +48,8 @@ const MAX_TOOL_OUTPUT: usize = 1 << 20;
 const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Prefix of every file the server cache owns in the cache directory.
 const PREFIX: &str = "compile-server-";
+/// How long a prebuilt server may take to load its libraries and say it is ready.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why no compile server can be had; the caller spawns clang and says this once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +76,7 @@ pub(crate) struct ServerBinary {
     verified: Verified,
     clang: PathBuf,
     llvm_major: u32,
+    prebuilt: bool,
     /// What the build printed, if this process built it.
     pub build_log: Option<String>,
 }
@@ -73,18 +84,29 @@ pub(crate) struct ServerBinary {
 impl ServerBinary {
     /// The server for `compiler`, loaded from the cache directory or built there (once per
     /// process and clang: a later call returns the same server, or the same reason).
+    /// A prebuilt server in the directory `ELFJIT_SERVER_DIR` names is used first.
     pub(crate) fn for_compiler(compiler: &Compiler) -> Result<Arc<ServerBinary>, Unavailable> {
-        ServerBinary::for_compiler_in(compiler, &cache::root_dir())
+        let prebuilt = std::env::var_os(SERVER_DIR_ENV)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+        ServerBinary::for_compiler_in(compiler, &cache::root_dir(), prebuilt.as_deref())
     }
 
-    /// [`ServerBinary::for_compiler`] with the cache directory given.
+    /// [`ServerBinary::for_compiler`] with the cache directory and the prebuilt servers'
+    /// directory given.
     pub(crate) fn for_compiler_in(
         compiler: &Compiler,
         dir: &Path,
+        prebuilt: Option<&Path>,
     ) -> Result<Arc<ServerBinary>, Unavailable> {
         type Slot = Arc<Mutex<Option<Result<Arc<ServerBinary>, Unavailable>>>>;
-        static SERVERS: OnceLock<Mutex<HashMap<(PathBuf, PathBuf), Slot>>> = OnceLock::new();
-        let key = (compiler.path().to_path_buf(), dir.to_path_buf());
+        type Key = (PathBuf, PathBuf, Option<PathBuf>);
+        static SERVERS: OnceLock<Mutex<HashMap<Key, Slot>>> = OnceLock::new();
+        let key = (
+            compiler.path().to_path_buf(),
+            dir.to_path_buf(),
+            prebuilt.map(Path::to_path_buf),
+        );
         let slot = SERVERS
             .get_or_init(Default::default)
             .lock()
@@ -96,7 +118,7 @@ impl ServerBinary {
         if let Some(known) = &*slot {
             return known.clone();
         }
-        let found = load_or_build(compiler, dir).map(Arc::new);
+        let found = load_or_build(compiler, dir, prebuilt).map(Arc::new);
         *slot = Some(found.clone());
         found
     }
@@ -119,6 +141,11 @@ impl ServerBinary {
     /// The LLVM major version it was built against.
     pub(crate) fn llvm_major(&self) -> u32 {
         self.llvm_major
+    }
+
+    /// Whether it is a prebuilt server (from `ELFJIT_SERVER_DIR`), not one built here.
+    pub(crate) fn is_prebuilt(&self) -> bool {
+        self.prebuilt
     }
 
     /// `Ok` if the open file still holds the bytes verified when it was loaded.
@@ -166,7 +193,11 @@ pub(crate) fn is_server_file(name: &str) -> bool {
     name.starts_with(PREFIX)
 }
 
-fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavailable> {
+fn load_or_build(
+    compiler: &Compiler,
+    dir: &Path,
+    prebuilt_dir: Option<&Path>,
+) -> Result<ServerBinary, Unavailable> {
     let version = compiler
         .version()
         .map_err(|e| unavailable(format!("cannot ask clang its version: {e}")))?;
@@ -176,9 +207,82 @@ fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavai
             compiler.path().display()
         ))
     })?;
+    // Said with any later reason, so that `ELFJIT_COMPILER=server` tells why neither.
+    let mut not_prebuilt = String::new();
+    if let Some(pdir) = prebuilt_dir {
+        match use_prebuilt(compiler, pdir, major) {
+            Ok(server) => return Ok(server),
+            Err(why) => {
+                notes::once("prebuilt compile server", "not-used", || {
+                    format!("not using the prebuilt compile server: {why}")
+                });
+                not_prebuilt = format!("the prebuilt server is not used ({why}); ");
+            }
+        }
+    }
+    let with_prebuilt = |u: Unavailable| unavailable(format!("{not_prebuilt}{}", u.reason));
+    load_or_build_cached(compiler, dir, &version, major).map_err(with_prebuilt)
+}
+
+/// The prebuilt server for LLVM `major` in `dir`, verified and answering the handshake.
+fn use_prebuilt(compiler: &Compiler, dir: &Path, major: u32) -> Result<ServerBinary, String> {
+    let server = ServerBinary {
+        verified: prebuilt::find(dir, major, MAX_SERVER_SIZE)?,
+        clang: compiler.path().to_path_buf(),
+        llvm_major: major,
+        prebuilt: true,
+        build_log: None,
+    };
+    handshake(&server, major)?;
+    Ok(server)
+}
+
+/// Starts `server` with nothing to compile: it must send the ready frame of this protocol
+/// and LLVM `major` (so the shared libraries it needs resolve), then exit at the end of
+/// its input.
+fn handshake(server: &ServerBinary, major: u32) -> Result<(), String> {
+    let program = server.program();
+    let mut spec = Spec::new(&program, vec![std::process::id().to_string().into()]);
+    spec.stdout_limit = protocol::READY_SIZE;
+    spec.stderr_limit = MAX_TOOL_OUTPUT;
+    spec.deadline = deadline_after(HANDSHAKE_TIMEOUT);
+    let path = server.path().display();
+    let out = child::run(&spec).map_err(|f| match f {
+        Failure::TimedOut { .. } => format!(
+            "{path} did not say it was ready within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        ),
+        Failure::Spawn(e) => format!("cannot start {path}: {e}"),
+        _ => format!("{path} wrote more than a ready frame"),
+    })?;
+    let frame: Option<[u8; protocol::READY_SIZE]> = out.stdout.as_slice().try_into().ok();
+    let Some(frame) = frame.filter(|_| out.status.success()) else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "{path} does not start ({}): {}",
+            out.status,
+            stderr.trim()
+        ));
+    };
+    let ready = protocol::decode_ready(&frame).map_err(|e| format!("{path}: {e}"))?;
+    if ready.llvm_major != major {
+        return Err(format!(
+            "{path} says it was built for LLVM {}, but clang is LLVM {major}",
+            ready.llvm_major
+        ));
+    }
+    Ok(())
+}
+
+fn load_or_build_cached(
+    compiler: &Compiler,
+    dir: &Path,
+    version: &str,
+    major: u32,
+) -> Result<ServerBinary, Unavailable> {
     let real = std::fs::canonicalize(compiler.path())
         .map_err(|e| unavailable(format!("cannot resolve {}: {e}", compiler.path().display())))?;
-    let name = server_name(&real, &version);
+    let name = server_name(&real, version);
     let cache = PrivateDir::open(dir, true).map_err(|e| {
         unavailable(format!(
             "the cache directory cannot hold it ({e}); whoever can write it could make \
@@ -189,6 +293,7 @@ fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavai
         verified,
         clang: compiler.path().to_path_buf(),
         llvm_major: major,
+        prebuilt: false,
         build_log,
     };
     if let Some(v) = load(&cache, &name) {
@@ -393,13 +498,13 @@ fn build(
     result
 }
 
-fn build_in(
+/// Compiles `server.cpp` into `server` in the work directory `work`; returns what the
+/// compiler printed.
+fn compile_in(
     toolchain: &Toolchain,
     work: &PrivateDir,
-    cache: &PrivateDir,
-    name: &str,
     deadline: Instant,
-) -> Result<(Verified, String), Unavailable> {
+) -> Result<String, Unavailable> {
     work.write_file("server.cpp", &[SERVER_CPP.as_bytes()], 0o600)
         .map_err(|e| unavailable(format!("cannot write the server's source: {e}")))?;
     let mut spec = Spec::new(&toolchain.clang, toolchain.build_args());
@@ -433,9 +538,80 @@ fn build_in(
             out.status
         )));
     }
+    Ok(log)
+}
+
+fn build_in(
+    toolchain: &Toolchain,
+    work: &PrivateDir,
+    cache: &PrivateDir,
+    name: &str,
+    deadline: Instant,
+) -> Result<(Verified, String), Unavailable> {
+    let log = compile_in(toolchain, work, deadline)?;
     let v = verified::install(work, "server", cache, name, MAX_SERVER_SIZE)
         .map_err(|e| unavailable(format!("the built server cannot be kept: {e}")))?;
     Ok((v, log))
+}
+
+/// Builds the compile server for `compiler` into the directory `out` as a prebuilt server
+/// (`compile-server-llvmNN`, mode `0755`, and its manifest `compile-server-llvmNN.json`),
+/// in a work directory of the private cache directory `cache_dir`. Returns the server's
+/// path. For packaging: `out` is what `ELFJIT_SERVER_DIR` later names.
+pub(crate) fn build_to(
+    compiler: &Compiler,
+    cache_dir: &Path,
+    out: &Path,
+) -> Result<PathBuf, Unavailable> {
+    let version = compiler
+        .version()
+        .map_err(|e| unavailable(format!("cannot ask clang its version: {e}")))?;
+    let major = llvm_major(&version)
+        .ok_or_else(|| unavailable(format!("cannot tell the LLVM version from `{version}`")))?;
+    let real = std::fs::canonicalize(compiler.path())
+        .map_err(|e| unavailable(format!("cannot resolve {}: {e}", compiler.path().display())))?;
+    let toolchain = Toolchain::find(&real, major)?;
+    let libclang_cpp = toolchain
+        .libclang_cpp
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let cache = PrivateDir::open(cache_dir, true)
+        .map_err(|e| unavailable(format!("cannot use {}: {e}", cache_dir.display())))?;
+    let (work_name, work) = cache.temp_subdir("build").map_err(|e| {
+        unavailable(format!(
+            "cannot create a build directory in {}: {e}",
+            cache.path().display()
+        ))
+    })?;
+    let result = compile_in(&toolchain, &work, Instant::now() + BUILD_TIMEOUT).and_then(|_| {
+        let built = work.path().join("server");
+        let bytes = std::fs::read(&built)
+            .map_err(|e| unavailable(format!("cannot read {}: {e}", built.display())))?;
+        let manifest = Manifest {
+            llvm_major: major,
+            libclang_cpp,
+            sha256: verified::hex(&Sha256::digest(&bytes)),
+            source: prebuilt::source_digest(),
+        };
+        let json = serde_json::to_string_pretty(&manifest)
+            .map_err(|e| unavailable(format!("cannot write the manifest: {e}")))?;
+        let write = |name: String, bytes: &[u8], mode: u32| {
+            use std::os::unix::fs::PermissionsExt;
+            let path = out.join(name);
+            std::fs::write(&path, bytes)
+                .and_then(|()| {
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                })
+                .map(|()| path.clone())
+                .map_err(|e| unavailable(format!("cannot write {}: {e}", path.display())))
+        };
+        let server = write(prebuilt::server_file(major), &bytes, 0o755)?;
+        write(prebuilt::manifest_file(major), format!("{json}\n").as_bytes(), 0o644)?;
+        Ok(server)
+    });
+    let _ = cache.remove_tree(OsStr::new(&work_name));
+    result
 }
 
 #[cfg(test)]

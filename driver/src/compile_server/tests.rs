@@ -435,7 +435,7 @@ fn a_tampered_server_is_refused_and_rebuilt() {
     ));
     // The server for this clang in that directory: the tampered file is replaced by a
     // build, which then serves.
-    let rebuilt = ServerBinary::for_compiler_in(&c, &root).unwrap();
+    let rebuilt = ServerBinary::for_compiler_in(&c, &root, None).unwrap();
     assert_eq!(rebuilt.path(), root.join(&name));
     assert!(rebuilt.build_log.is_some(), "it was built, not loaded");
     assert_ne!(std::fs::read(root.join(&name)).unwrap(), bytes);
