@@ -571,11 +571,6 @@ pub(crate) fn build_to(
     let real = std::fs::canonicalize(compiler.path())
         .map_err(|e| unavailable(format!("cannot resolve {}: {e}", compiler.path().display())))?;
     let toolchain = Toolchain::find(&real, major)?;
-    let libclang_cpp = toolchain
-        .libclang_cpp
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let cache = PrivateDir::open(cache_dir, true)
         .map_err(|e| unavailable(format!("cannot use {}: {e}", cache_dir.display())))?;
     let (work_name, work) = cache.temp_subdir("build").map_err(|e| {
@@ -588,6 +583,12 @@ pub(crate) fn build_to(
         let built = work.path().join("server");
         let bytes = std::fs::read(&built)
             .map_err(|e| unavailable(format!("cannot read {}: {e}", built.display())))?;
+        let libclang_cpp = needed_libclang_cpp(&bytes).ok_or_else(|| {
+            unavailable(format!(
+                "{} needs no libclang-cpp (its dynamic section names none)",
+                built.display()
+            ))
+        })?;
         let manifest = Manifest {
             llvm_major: major,
             libclang_cpp,
@@ -607,11 +608,28 @@ pub(crate) fn build_to(
                 .map_err(|e| unavailable(format!("cannot write {}: {e}", path.display())))
         };
         let server = write(prebuilt::server_file(major), &bytes, 0o755)?;
-        write(prebuilt::manifest_file(major), format!("{json}\n").as_bytes(), 0o644)?;
+        write(
+            prebuilt::manifest_file(major),
+            format!("{json}\n").as_bytes(),
+            0o644,
+        )?;
         Ok(server)
     });
     let _ = cache.remove_tree(OsStr::new(&work_name));
     result
+}
+
+/// The `libclang-cpp` soname the executable `elf` needs (its `DT_NEEDED` entry).
+fn needed_libclang_cpp(elf: &[u8]) -> Option<String> {
+    use object::read::elf::ElfFile64;
+    let file = ElfFile64::<object::Endianness>::parse(elf).ok()?;
+    let table = file.elf_dynamic_table().ok()?;
+    table
+        .iter()
+        .filter(|d| d.tag == object::elf::DT_NEEDED)
+        .filter_map(|d| table.string(d).ok())
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .find(|name| name.starts_with("libclang-cpp.so"))
 }
 
 #[cfg(test)]

@@ -138,8 +138,12 @@ pub(crate) fn find(dir: &Path, major: u32, limit: u64) -> Result<Verified, Strin
     check_installed(&st, dir)?;
     let (name, manifest_name) = (server_file(major), manifest_file(major));
     let (_, text) = read_installed(&dir_fd, dir, &manifest_name, MAX_MANIFEST_SIZE)?;
-    let manifest: Manifest = serde_json::from_slice(&text)
-        .map_err(|e| format!("{} is not a manifest: {e}", dir.join(&manifest_name).display()))?;
+    let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| {
+        format!(
+            "{} is not a manifest: {e}",
+            dir.join(&manifest_name).display()
+        )
+    })?;
     if manifest.llvm_major != major {
         return Err(format!(
             "{} is for LLVM {}, but clang is LLVM {major}",
