@@ -658,6 +658,61 @@ mod tests {
         assert!(!is_server_file("runner-x86_64-0123"));
     }
 
+    /// A prebuilt "server" `script` in a fresh directory, with a manifest matching it.
+    fn prebuilt_script(script: &str, major: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!(
+            "elfjit-prebuilt-handshake-{}",
+            crate::private_dir::random_hex().unwrap()
+        ));
+        std::fs::create_dir(&dir).unwrap();
+        let server = dir.join(prebuilt::server_file(major));
+        std::fs::write(&server, script).unwrap();
+        std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let manifest = Manifest {
+            llvm_major: major,
+            libclang_cpp: format!("libclang-cpp.so.{major}"),
+            sha256: verified::hex(&Sha256::digest(script.as_bytes())),
+            source: prebuilt::source_digest(),
+        };
+        std::fs::write(
+            dir.join(prebuilt::manifest_file(major)),
+            serde_json::to_vec(&manifest).unwrap(),
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_prebuilt_server_that_does_not_answer_the_handshake_is_not_used() {
+        let c = Compiler::find().expect("clang");
+        let major = llvm_major(&c.version().unwrap()).unwrap();
+        // As a server whose libclang-cpp does not resolve: the loader fails, status 127.
+        let dir = prebuilt_script(
+            "#!/bin/sh\necho 'libclang-cpp.so: cannot open' >&2\nexit 127\n",
+            major,
+        );
+        let why = use_prebuilt(&c, &dir, major).unwrap_err();
+        assert!(
+            why.contains("does not start") && why.contains("cannot open"),
+            "{why}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A ready frame naming another LLVM major than its manifest's.
+        let mut frame = Vec::new();
+        for word in [protocol::READY_MAGIC, protocol::VERSION, major + 1] {
+            frame.extend(word.to_le_bytes());
+        }
+        let octal: String = frame.iter().map(|b| format!("\\{b:03o}")).collect();
+        let dir = prebuilt_script(&format!("#!/bin/sh\nprintf '{octal}'\n"), major);
+        let why = use_prebuilt(&c, &dir, major).unwrap_err();
+        assert!(
+            why.contains(&format!("built for LLVM {}", major + 1)),
+            "{why}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_held_build_lock_makes_a_second_builder_wait_then_give_up() {
         let root = std::env::temp_dir().join(format!(
