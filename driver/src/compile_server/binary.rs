@@ -14,8 +14,8 @@
 //! Before the cache, a directory of prebuilt servers is looked at ([`prebuilt`], named by
 //! `ELFJIT_SERVER_DIR`): its server for the clang's LLVM major is used if it passes the
 //! checks of installed files, matches its manifest and answers the ready handshake
-//! ([`handshake`]); otherwise elfjit goes on to the cache or a build, and says once why the
-//! prebuilt one was not used. [`build_to`] builds a server with its manifest into a given
+//! ([`handshake`]); otherwise elfjit goes on to the cache or a build, and says once why a
+//! prebuilt server that is there was not used. [`build_to`] builds a server with its manifest into a given
 //! directory, for packaging (`scripts/dist`).
 
 use super::prebuilt::{self, Manifest, SERVER_DIR_ENV};
@@ -211,7 +211,13 @@ fn load_or_build(
     let mut not_prebuilt = String::new();
     if let Some(pdir) = prebuilt_dir {
         match use_prebuilt(compiler, pdir, major) {
-            Ok(server) => return Ok(server),
+            Ok(Some(server)) => return Ok(server),
+            Ok(None) => {
+                not_prebuilt = format!(
+                    "{} holds no prebuilt server for LLVM {major}; ",
+                    pdir.display()
+                );
+            }
             Err(why) => {
                 notes::once("prebuilt compile server", "not-used", || {
                     format!("not using the prebuilt compile server: {why}")
@@ -224,17 +230,25 @@ fn load_or_build(
     load_or_build_cached(compiler, dir, &version, major).map_err(with_prebuilt)
 }
 
-/// The prebuilt server for LLVM `major` in `dir`, verified and answering the handshake.
-fn use_prebuilt(compiler: &Compiler, dir: &Path, major: u32) -> Result<ServerBinary, String> {
+/// The prebuilt server for LLVM `major` in `dir`, verified and answering the handshake;
+/// `None` if there is none.
+fn use_prebuilt(
+    compiler: &Compiler,
+    dir: &Path,
+    major: u32,
+) -> Result<Option<ServerBinary>, String> {
+    let Some(verified) = prebuilt::find(dir, major, MAX_SERVER_SIZE)? else {
+        return Ok(None);
+    };
     let server = ServerBinary {
-        verified: prebuilt::find(dir, major, MAX_SERVER_SIZE)?,
+        verified,
         clang: compiler.path().to_path_buf(),
         llvm_major: major,
         prebuilt: true,
         build_log: None,
     };
     handshake(&server, major)?;
-    Ok(server)
+    Ok(Some(server))
 }
 
 /// Starts `server` with nothing to compile: it must send the ready frame of this protocol

@@ -124,8 +124,19 @@ fn read_installed(
 }
 
 /// The prebuilt server for LLVM `major` in `dir`, read whole (at most `limit` bytes) and
-/// verified against its manifest; `Err` says why it is not used.
-pub(crate) fn find(dir: &Path, major: u32, limit: u64) -> Result<Verified, String> {
+/// verified against its manifest; `None` if `dir` or its manifest does not exist (the
+/// usual case for a clang of another major: nothing to say); `Err` says why it is not
+/// used.
+pub(crate) fn find(dir: &Path, major: u32, limit: u64) -> Result<Option<Verified>, String> {
+    let manifest_name = manifest_file(major);
+    match rustix::fs::statat(
+        CWD,
+        &dir.join(&manifest_name),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    ) {
+        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) => return Ok(None),
+        _ => {}
+    }
     let dir_fd = rustix::fs::openat(
         CWD,
         dir,
@@ -136,7 +147,7 @@ pub(crate) fn find(dir: &Path, major: u32, limit: u64) -> Result<Verified, Strin
     let st = rustix::fs::fstat(dir_fd.as_fd())
         .map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
     check_installed(&st, dir)?;
-    let (name, manifest_name) = (server_file(major), manifest_file(major));
+    let name = server_file(major);
     let (_, text) = read_installed(&dir_fd, dir, &manifest_name, MAX_MANIFEST_SIZE)?;
     let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| {
         format!(
@@ -165,10 +176,10 @@ pub(crate) fn find(dir: &Path, major: u32, limit: u64) -> Result<Verified, Strin
             dir.join(&name).display()
         ));
     }
-    Ok(Verified {
+    Ok(Some(Verified {
         path: dir.join(name),
         file,
         bytes,
         digest,
-    })
+    }))
 }
