@@ -131,7 +131,7 @@ pub(crate) fn find(dir: &Path, major: u32, limit: u64) -> Result<Option<Verified
     let manifest_name = manifest_file(major);
     match rustix::fs::statat(
         CWD,
-        &dir.join(&manifest_name),
+        dir.join(&manifest_name),
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     ) {
         Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) => return Ok(None),
