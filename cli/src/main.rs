@@ -13,20 +13,25 @@
 //! watching, any other on `elfjit-emulate`'s.
 
 mod cli;
+#[cfg(unix)]
 mod crash;
+#[cfg(unix)]
 mod demo;
 mod inspect;
 mod json;
+// The command's OS-specific pieces, one file per OS.
+#[cfg_attr(unix, path = "platform_unix.rs")]
+#[cfg_attr(windows, path = "platform_windows.rs")]
+mod platform;
 mod text;
 
 use clap::{CommandFactory, Parser};
-use cli::{CacheCommand, Cli, Command, CompileArgs, InspectArgs, RunArgs, Target};
+use cli::{Cli, Command, CompileArgs, InspectArgs, RunArgs, Target};
 use elfjit::bounded::{self, describe_size};
-use elfjit::cache::{self, Cache};
+use elfjit::cache::Cache;
 use elfjit::flags::HostInfo;
 use elfjit::run::{run_on, RunRequest};
-use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, Native, RetType};
-use elfjit_emulate::{executor_for, runner};
+use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, RetType};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,16 +60,9 @@ fn usage(msg: impl Into<String>) -> Failure {
 }
 
 fn main() -> ExitCode {
-    // Say which kernel crashed, and where, instead of dying silently. Without the
-    // reporter the run still works; the crash is then only the signal.
-    let _ = crash::install();
-    // Children run in their own process groups: take them down on Ctrl-C too.
-    let _ = elfjit::child::stop_children_on_termination_signals();
-    // What a child leaves behind outside its process group (an emulated kernel that forks
-    // and calls setsid) is adopted by this process, and killed and reaped when `orphans`
-    // is dropped at the end of main: nothing elfjit started outlives it. Without it
-    // (prctl refused) such a process is left to init, as before.
-    let orphans = elfjit::orphans::adopt_orphans().ok();
+    // Crash reports, children taken down on Ctrl-C, orphans adopted: the OS's part.
+    // Kept to the end of main (dropping them kills and reaps adopted orphans).
+    let _guards = platform::install_guards();
     let words: Vec<OsString> = std::env::args_os().skip(1).collect();
     let result = match Cli::try_parse_from(
         std::iter::once(OsString::from("elfjit")).chain(words.iter().cloned()),
@@ -77,12 +75,10 @@ fn main() -> ExitCode {
             _ => Err(usage(cli::usage_message(&e, &words))),
         },
     };
-    let code = match result {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => fail(&f),
-    };
-    drop(orphans);
-    code
+    }
 }
 
 fn fail(f: &Failure) -> ExitCode {
@@ -125,11 +121,11 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
                 "demo takes no arguments, got `{}`",
                 a.to_string_lossy()
             ))),
-            None => cmd_demo(),
+            None => platform::cmd_demo(),
         },
         Some(Command::Inspect(args)) => cmd_inspect(args),
         Some(Command::Compile(args)) => cmd_compile(args),
-        Some(Command::Cache { command }) => cmd_cache(command),
+        Some(Command::Cache { command }) => platform::cmd_cache(command),
         Some(Command::Completions { shell }) => write_out(|w| {
             clap_complete::generate(shell, &mut Cli::command(), "elfjit", w);
             Ok(())
@@ -299,14 +295,19 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     req.debug = args.debug;
     let compiler = Compiler::find()?;
     let cache = args.cache.then(Cache::from_env);
-    // A crash of a native kernel is reported by name.
-    let native = Native::with_observer(&crash::REPORTER);
+    let native = platform::native();
     // SAFETY: `elfjit run` calls FILE's entry with the signature --arg/--ret declare, on
     // the word of the person who typed them: that is what the command is for. A wrong
     // signature makes the kernel misbehave in this process, which the crash reporter
     // then names.
-    let (outcome, status) =
-        unsafe { run_on(executor_for(&req, &native), &compiler, cache.as_ref(), &req) }?;
+    let (outcome, status) = unsafe {
+        run_on(
+            platform::executor_for(&req, &native)?,
+            &compiler,
+            cache.as_ref(),
+            &req,
+        )
+    }?;
     // What compiled the kernel (on a cache hit nothing did, whatever compiled an
     // emulated run's call shim).
     let compiled_by =
@@ -321,75 +322,6 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
         let cache_line = status.map_or_else(String::new, |s| format!("\n  cache   {s}"));
         out(&format!("{}{cache_line}\n", text::summary(&outcome)))
     }
-}
-
-fn cmd_cache(command: CacheCommand) -> Result<(), Failure> {
-    match command {
-        CacheCommand::Clear { ref extra } | CacheCommand::Dir { ref extra }
-            if !extra.is_empty() =>
-        {
-            let sub = if matches!(command, CacheCommand::Clear { .. }) {
-                "clear"
-            } else {
-                "dir"
-            };
-            Err(usage(format!(
-                "cache {sub} takes no arguments, got `{}`",
-                extra
-                    .first()
-                    .map(|e| e.to_string_lossy())
-                    .unwrap_or_default()
-            )))
-        }
-        CacheCommand::Clear { .. } => {
-            let root = cache::root_dir();
-            let dir = cache::default_dir();
-            let objects = cache::clear_objects_in(&root)?;
-            let runners = runner::clear_dir(&root)?;
-            let plural = |n: u64| if n == 1 { "" } else { "s" };
-            out(&format!(
-                "removed {} cached object{} ({} bytes) from {}\n\
-                 removed {} runner file{} ({} bytes) from {}\n",
-                objects.files,
-                plural(objects.files),
-                objects.bytes,
-                dir.display(),
-                runners.files,
-                plural(runners.files),
-                runners.bytes,
-                root.display()
-            ))
-        }
-        CacheCommand::Dir { .. } => out(&format!("{}\n", cache::default_dir().display())),
-    }
-}
-
-fn cmd_demo() -> Result<(), Failure> {
-    let compiler = Compiler::find()?;
-    let version = compiler.version().unwrap_or_else(|e| e.to_string());
-    let compiling = match elfjit::route::describe(&compiler) {
-        Ok(by) => by.to_string(),
-        Err(e) => return Err(Failure::Run(e)),
-    };
-    out(&format!(
-        "clang: {} ({version})\ncompiler: {compiling}\n",
-        compiler.path().display()
-    ))?;
-    let results = demo::run_all(&compiler)?;
-    let mut failed = 0;
-    for r in &results {
-        if !r.ok() {
-            failed += 1;
-        }
-        out(&format!("{}\n", r.line()))?;
-    }
-    if failed > 0 {
-        return Err(Failure::Run(Error::Unsupported(format!(
-            "{failed} of {} demo kernels failed",
-            results.len()
-        ))));
-    }
-    Ok(())
 }
 
 fn cmd_inspect(args: InspectArgs) -> Result<(), Failure> {

@@ -70,6 +70,7 @@ use crate::clang::{CompileOptions, Compiler, MAX_OBJECT_SIZE};
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 use crate::notes;
+pub use crate::outcome::CacheStatus;
 use crate::private_dir::{PrivateDir, Refused, TEMP_PREFIX};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -110,31 +111,6 @@ const MAX_DEPENDENCY_BLOCK: usize = MAX_DEPENDENCIES * (4 + MAX_DEPENDENCY_PATH 
 const MAX_ENTRY: u64 = (HEADER_LEN + MAX_OBJECT_SIZE + MAX_DEPENDENCY_BLOCK) as u64;
 /// The largest clang-version record read.
 const MAX_VERSION_RECORD: u64 = HEADER_LEN as u64 + 4096;
-
-/// Whether a compile was served from the cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CacheStatus {
-    /// Found (in memory or on disk); clang did not run.
-    Hit,
-    /// Not found (or found corrupted or stale): clang ran and the object was stored.
-    Miss,
-}
-
-impl CacheStatus {
-    /// `"hit"` or `"miss"`, as `elfjit run --cache --json` prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            CacheStatus::Hit => "hit",
-            CacheStatus::Miss => "miss",
-        }
-    }
-}
-
-impl fmt::Display for CacheStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The SHA-256 key of one compile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -39,45 +39,68 @@
 //! and `dlopen` instead of the in-memory loader, behind the same API.
 
 pub mod args;
+#[cfg(unix)]
 pub mod batch;
 pub mod bounded;
+#[cfg(unix)]
 pub mod cache;
+#[cfg(unix)]
 pub mod child;
+#[cfg(unix)]
 pub mod clang;
+// Windows: the compile side is not ported; the names the load-and-run side uses.
+#[cfg(windows)]
+pub mod compile_windows;
+#[cfg(windows)]
+pub use compile_windows as clang;
+#[cfg(windows)]
+pub use compile_windows as cache;
+#[cfg(windows)]
+pub use compile_windows as route;
 // Until the pool and `Compiler::compile` use it (issue 27), only the tests do.
 #[allow(dead_code, unused_imports)]
+#[cfg(unix)]
 mod compile_server;
 pub mod error;
-#[cfg(feature = "dlopen-fallback")]
+#[cfg(all(unix, feature = "dlopen-fallback"))]
 pub mod fallback;
 pub mod ffi;
 pub mod flags;
+#[cfg(unix)]
 pub mod memory_limit;
 pub mod module;
 pub mod native;
+#[cfg(unix)]
 #[cfg_attr(not(target_os = "linux"), path = "orphans_unsupported.rs")]
 pub mod orphans;
+mod outcome;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
 /// One line on stderr per reason per process (owned by `elfjit-observe`, which says
 /// its own notes too).
 pub use elfjit_observe::notes;
+#[cfg(unix)]
 pub mod parallel;
 // The driver's per-OS pieces, one file per OS (each opens with what its OS gives and lacks).
 #[cfg_attr(target_os = "linux", path = "platform_linux.rs")]
 #[cfg_attr(target_os = "macos", path = "platform_macos.rs")]
 #[cfg_attr(target_os = "freebsd", path = "platform_freebsd.rs")]
+#[cfg(unix)]
 mod platform;
+#[cfg(unix)]
 pub mod private_dir;
+#[cfg(unix)]
 pub mod route;
 pub mod run;
 pub mod symbol;
 mod symbols;
+#[cfg(unix)]
 pub mod verified;
 #[cfg(not(feature = "dlopen-fallback"))]
 mod warmup;
 
 pub use args::{ArgKind, ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
+#[cfg(unix)]
 pub use batch::Batch;
 pub use cache::{Cache, CacheStatus};
 pub use clang::Compiler;

@@ -29,8 +29,8 @@ use crate::compile_server::{Limits, Reply, Request};
 use crate::error::{Error, Result};
 use crate::flags::{CompileOptions, HostInfo, Lang};
 use crate::memory_limit::says_out_of_memory;
+pub use crate::outcome::CompiledBy;
 use std::cell::RefCell;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -69,34 +69,6 @@ impl Mode {
     /// The mode this process's environment asks for.
     pub fn from_env() -> Result<Mode> {
         Mode::from_value(std::env::var_os(COMPILER_ENV).as_deref())
-    }
-}
-
-/// What compiled a kernel.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CompiledBy {
-    /// A compile server of this process's pool.
-    Server {
-        /// Its process id.
-        pid: u32,
-        /// The server executable.
-        binary: PathBuf,
-    },
-    /// A clang spawned for the compile.
-    Spawned {
-        /// Why no server compiled it.
-        reason: String,
-    },
-}
-
-impl fmt::Display for CompiledBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CompiledBy::Server { pid, binary } => {
-                write!(f, "compile server (pid {pid}, {})", binary.display())
-            }
-            CompiledBy::Spawned { reason } => write!(f, "spawned clang ({reason})"),
-        }
     }
 }
 

@@ -11,6 +11,7 @@
 //! perf inject writes a `jitted-<pid>-<index>.so` per function beside it.
 
 use crate::lines::LineRow;
+use crate::platform::ExecMarker;
 use crate::published::CodeRange;
 use crate::safe_file;
 use std::fs::File;
@@ -36,17 +37,9 @@ fn host_machine() -> u32 {
     }
 }
 
-/// Nanoseconds of `CLOCK_MONOTONIC`.
+/// Nanoseconds of `CLOCK_MONOTONIC` (the clock `perf record -k mono` uses).
 fn timestamp() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid timespec to write; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    (now.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(now.tv_nsec as u64)
+    crate::platform::monotonic_ns()
 }
 
 #[cfg(target_os = "linux")]
@@ -67,14 +60,9 @@ pub(crate) struct Jitdump {
     file: File,
     path: PathBuf,
     /// The `PROT_EXEC` mapping of the file's first page that perf finds it by.
-    marker: *mut libc::c_void,
-    marker_len: usize,
+    _marker: ExecMarker,
     next_index: u64,
 }
-
-// SAFETY: `marker` is only a mapping kept alive for perf to see; no one reads through it,
-// and it is unmapped once, in drop.
-unsafe impl Send for Jitdump {}
 
 /// One function's record: its range, code bytes and source lines.
 pub(crate) struct FunctionRecord<'a> {
@@ -110,30 +98,11 @@ impl Jitdump {
         header.extend_from_slice(&timestamp().to_ne_bytes());
         header.extend_from_slice(&0u64.to_ne_bytes()); // flags: no arch timestamps
         file.write_all(&header)?;
-        // SAFETY: sysconf has no memory arguments.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        use std::os::fd::AsRawFd;
-        // SAFETY: a new private read/exec mapping of an open file we own; nothing is ever
-        // read or executed through it (it only makes perf record an mmap event naming the
-        // file), and it is unmapped in drop.
-        let marker = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_EXEC,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if marker == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let marker = ExecMarker::map(&file)?;
         Ok(Jitdump {
             file,
             path,
-            marker,
-            marker_len: page,
+            _marker: marker,
             next_index: 0,
         })
     }
@@ -189,13 +158,6 @@ impl Jitdump {
         }
         debug_assert!(out.len() >= PREFIX_SIZE || functions.is_empty());
         self.file.write_all(&out)
-    }
-}
-
-impl Drop for Jitdump {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `create`, unmapped once.
-        unsafe { libc::munmap(self.marker, self.marker_len) };
     }
 }
 

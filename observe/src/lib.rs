@@ -25,6 +25,11 @@ mod lines;
 pub mod notes;
 pub mod perf_map;
 mod published;
+// The observers' OS calls, one file per OS (each opens with what its OS gives and lacks).
+#[cfg_attr(unix, path = "platform_unix.rs")]
+#[cfg_attr(windows, path = "platform_windows.rs")]
+mod platform;
+#[cfg_attr(windows, path = "safe_file_windows.rs")]
 mod safe_file;
 pub mod unwind;
 

@@ -9,6 +9,7 @@
 //! registration functions are taken from that same library, and it is libunwind when that
 //! library also exports `__unw_add_dynamic_fde`.
 
+use crate::platform::{global_symbol, object_base};
 use crate::published::EhFrame;
 use crate::Error;
 use std::ffi::{c_void, CStr};
@@ -34,28 +35,13 @@ pub enum UnwinderKind {
     LlvmLibunwind,
 }
 
-fn symbol_in(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
-    // SAFETY: `name` is NUL-terminated; `handle` is RTLD_DEFAULT or a live handle.
-    let address = unsafe { libc::dlsym(handle, name.as_ptr()) };
-    (!address.is_null()).then_some(address)
-}
-
-/// The base address of the loaded object that contains `address`.
-fn object_base(address: *mut c_void) -> Option<usize> {
-    // SAFETY: dladdr only reads the dynamic linker's tables; `info` is a valid out value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: see above.
-    let found = unsafe { libc::dladdr(address, &mut info) };
-    (found != 0).then_some(info.dli_fbase as usize)
-}
-
 fn detect() -> Option<Unwinder> {
-    let raise = symbol_in(libc::RTLD_DEFAULT, c"_Unwind_RaiseException")?;
+    let raise = global_symbol(c"_Unwind_RaiseException")?;
     let base = object_base(raise);
     // The registration functions of the library that unwinds, not of another one that
     // happens to come first in the search order.
     let same_library = |name: &CStr| {
-        let address = symbol_in(libc::RTLD_DEFAULT, name)?;
+        let address = global_symbol(name)?;
         (object_base(address) == base).then_some(address)
     };
     let register = same_library(c"__register_frame")?;

@@ -478,19 +478,23 @@ impl Toolchain {
         })
     }
 
-    /// The arguments that build `server.cpp` into `server` in the work directory.
-    fn build_args(&self) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec!["--driver-mode=g++".into()];
-        args.extend(self.cxxflags.iter().map(OsString::from));
-        args.extend(["-DNDEBUG", "-O2", "-Wall"].map(OsString::from));
-        args.extend(protocol::cxx_defines().into_iter().map(OsString::from));
-        args.extend(["server.cpp", "-o", "server"].map(OsString::from));
-        args.push(self.libclang_cpp.clone().into_os_string());
-        args.push(self.libllvm.clone().into_os_string());
+    /// The two steps that build `server.cpp` into `server` in the work directory: compile
+    /// to `server.o`, then link. Apart, so that clang keeps no intermediate object in
+    /// `$TMPDIR` (one compile-and-link run would put it there, and leave it when stopped).
+    fn build_steps(&self) -> [Vec<OsString>; 2] {
+        let mut compile: Vec<OsString> = vec!["--driver-mode=g++".into()];
+        compile.extend(self.cxxflags.iter().map(OsString::from));
+        compile.extend(["-DNDEBUG", "-O2", "-Wall"].map(OsString::from));
+        compile.extend(protocol::cxx_defines().into_iter().map(OsString::from));
+        compile.extend(["-c", "server.cpp", "-o", "server.o"].map(OsString::from));
+        let mut link: Vec<OsString> = vec!["--driver-mode=g++".into()];
+        link.extend(["server.o", "-o", "server"].map(OsString::from));
+        link.push(self.libclang_cpp.clone().into_os_string());
+        link.push(self.libllvm.clone().into_os_string());
         let mut rpath = OsString::from("-Wl,-rpath,");
         rpath.push(&self.libdir);
-        args.push(rpath);
-        args
+        link.push(rpath);
+        [compile, link]
     }
 }
 
@@ -521,36 +525,39 @@ fn compile_in(
 ) -> Result<String, Unavailable> {
     work.write_file("server.cpp", &[SERVER_CPP.as_bytes()], 0o600)
         .map_err(|e| unavailable(format!("cannot write the server's source: {e}")))?;
-    let mut spec = Spec::new(&toolchain.clang, toolchain.build_args());
-    // The work directory through this process's descriptor: nothing on its path can
-    // redirect the build's reads and writes.
-    spec.current_dir = Some(work.fd_path());
-    spec.stdout_limit = MAX_TOOL_OUTPUT;
-    spec.stderr_limit = MAX_TOOL_OUTPUT;
-    spec.deadline = Some(deadline);
-    let out = child::run(&spec).map_err(|f| match f {
-        Failure::TimedOut { .. } => unavailable(format!(
-            "building it with {} did not finish within {} s and was stopped",
-            toolchain.clang.display(),
-            BUILD_TIMEOUT.as_secs()
-        )),
-        Failure::Spawn(e) => unavailable(format!(
-            "cannot start {} to build it: {e}",
-            toolchain.clang.display()
-        )),
-        _ => unavailable(format!(
-            "building it with {} failed: its output was too long or unreadable",
-            toolchain.clang.display()
-        )),
-    })?;
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    if !out.status.success() {
-        let head: String = log.lines().take(20).collect::<Vec<_>>().join("\n");
-        return Err(unavailable(format!(
-            "building it with {} failed ({}):\n{head}",
-            toolchain.clang.display(),
-            out.status
-        )));
+    let mut log = String::new();
+    for args in toolchain.build_steps() {
+        let mut spec = Spec::new(&toolchain.clang, args);
+        // The work directory through this process's descriptor: nothing on its path can
+        // redirect the build's reads and writes.
+        spec.current_dir = Some(work.fd_path());
+        spec.stdout_limit = MAX_TOOL_OUTPUT;
+        spec.stderr_limit = MAX_TOOL_OUTPUT;
+        spec.deadline = Some(deadline);
+        let out = child::run(&spec).map_err(|f| match f {
+            Failure::TimedOut { .. } => unavailable(format!(
+                "building it with {} did not finish within {} s and was stopped",
+                toolchain.clang.display(),
+                BUILD_TIMEOUT.as_secs()
+            )),
+            Failure::Spawn(e) => unavailable(format!(
+                "cannot start {} to build it: {e}",
+                toolchain.clang.display()
+            )),
+            _ => unavailable(format!(
+                "building it with {} failed: its output was too long or unreadable",
+                toolchain.clang.display()
+            )),
+        })?;
+        log.push_str(&String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            let head: String = log.lines().take(20).collect::<Vec<_>>().join("\n");
+            return Err(unavailable(format!(
+                "building it with {} failed ({}):\n{head}",
+                toolchain.clang.display(),
+                out.status
+            )));
+        }
     }
     Ok(log)
 }

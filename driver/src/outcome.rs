@@ -1,0 +1,58 @@
+//! What a compile reports besides its object, the same on every OS (the Unix compile
+//! side, cache.rs and route.rs, and the Windows one, compile_windows.rs, name these).
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Whether a compile was served from the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheStatus {
+    /// Found (in memory or on disk); clang did not run.
+    Hit,
+    /// Not found (or found corrupted or stale): clang ran and the object was stored.
+    Miss,
+}
+
+impl CacheStatus {
+    /// `"hit"` or `"miss"`, as `elfjit run --cache --json` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+        }
+    }
+}
+
+impl fmt::Display for CacheStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What compiled a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompiledBy {
+    /// A compile server of this process's pool.
+    Server {
+        /// Its process id.
+        pid: u32,
+        /// The server executable.
+        binary: PathBuf,
+    },
+    /// A clang spawned for the compile.
+    Spawned {
+        /// Why no server compiled it.
+        reason: String,
+    },
+}
+
+impl fmt::Display for CompiledBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompiledBy::Server { pid, binary } => {
+                write!(f, "compile server (pid {pid}, {})", binary.display())
+            }
+            CompiledBy::Spawned { reason } => write!(f, "spawned clang ({reason})"),
+        }
+    }
+}
