@@ -104,6 +104,9 @@ pub use args::{ArgKind, ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, Scalar
 pub use batch::Batch;
 pub use cache::{Cache, CacheStatus};
 pub use clang::Compiler;
+#[doc(hidden)]
+pub use compile_server::build_prebuilt_server;
+pub use compile_server::SERVER_DIR_ENV;
 pub use elfjit_core::Arch;
 /// The code arenas modules are loaded into ([`Module::load_in`]), so a dependent needs no
 /// direct dependency on `elfjit-os` to choose one.

@@ -10,7 +10,15 @@
 //! with its SHA-256 ([`crate::verified`]), verified on load and again before every start,
 //! and run through the verified open descriptor. A lock file keeps two processes from
 //! building it at once; a build has a deadline ([`BUILD_TIMEOUT`]).
+//!
+//! Before the cache, a directory of prebuilt servers is looked at ([`prebuilt`], named by
+//! `ELFJIT_SERVER_DIR`): its server for the clang's LLVM major is used if it passes the
+//! checks of installed files, matches its manifest and answers the ready handshake
+//! ([`handshake`]); otherwise elfjit goes on to the cache or a build, and says once why a
+//! prebuilt server that is there was not used. [`build_to`] builds a server with its manifest into a given
+//! directory, for packaging (`scripts/dist`).
 
+use super::prebuilt::{self, Manifest, SERVER_DIR_ENV};
 use super::protocol;
 use crate::cache;
 use crate::child::{self, deadline_after, Failure, Spec};
@@ -40,6 +48,8 @@ const MAX_TOOL_OUTPUT: usize = 1 << 20;
 const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Prefix of every file the server cache owns in the cache directory.
 const PREFIX: &str = "compile-server-";
+/// How long a prebuilt server may take to load its libraries and say it is ready.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why no compile server can be had; the caller spawns clang and says this once.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +76,7 @@ pub(crate) struct ServerBinary {
     verified: Verified,
     clang: PathBuf,
     llvm_major: u32,
+    prebuilt: bool,
     /// What the build printed, if this process built it.
     pub build_log: Option<String>,
 }
@@ -73,18 +84,29 @@ pub(crate) struct ServerBinary {
 impl ServerBinary {
     /// The server for `compiler`, loaded from the cache directory or built there (once per
     /// process and clang: a later call returns the same server, or the same reason).
+    /// A prebuilt server in the directory `ELFJIT_SERVER_DIR` names is used first.
     pub(crate) fn for_compiler(compiler: &Compiler) -> Result<Arc<ServerBinary>, Unavailable> {
-        ServerBinary::for_compiler_in(compiler, &cache::root_dir())
+        let prebuilt = std::env::var_os(SERVER_DIR_ENV)
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+        ServerBinary::for_compiler_in(compiler, &cache::root_dir(), prebuilt.as_deref())
     }
 
-    /// [`ServerBinary::for_compiler`] with the cache directory given.
+    /// [`ServerBinary::for_compiler`] with the cache directory and the prebuilt servers'
+    /// directory given.
     pub(crate) fn for_compiler_in(
         compiler: &Compiler,
         dir: &Path,
+        prebuilt: Option<&Path>,
     ) -> Result<Arc<ServerBinary>, Unavailable> {
         type Slot = Arc<Mutex<Option<Result<Arc<ServerBinary>, Unavailable>>>>;
-        static SERVERS: OnceLock<Mutex<HashMap<(PathBuf, PathBuf), Slot>>> = OnceLock::new();
-        let key = (compiler.path().to_path_buf(), dir.to_path_buf());
+        type Key = (PathBuf, PathBuf, Option<PathBuf>);
+        static SERVERS: OnceLock<Mutex<HashMap<Key, Slot>>> = OnceLock::new();
+        let key = (
+            compiler.path().to_path_buf(),
+            dir.to_path_buf(),
+            prebuilt.map(Path::to_path_buf),
+        );
         let slot = SERVERS
             .get_or_init(Default::default)
             .lock()
@@ -96,7 +118,7 @@ impl ServerBinary {
         if let Some(known) = &*slot {
             return known.clone();
         }
-        let found = load_or_build(compiler, dir).map(Arc::new);
+        let found = load_or_build(compiler, dir, prebuilt).map(Arc::new);
         *slot = Some(found.clone());
         found
     }
@@ -119,6 +141,11 @@ impl ServerBinary {
     /// The LLVM major version it was built against.
     pub(crate) fn llvm_major(&self) -> u32 {
         self.llvm_major
+    }
+
+    /// Whether it is a prebuilt server (from `ELFJIT_SERVER_DIR`), not one built here.
+    pub(crate) fn is_prebuilt(&self) -> bool {
+        self.prebuilt
     }
 
     /// `Ok` if the open file still holds the bytes verified when it was loaded.
@@ -166,7 +193,11 @@ pub(crate) fn is_server_file(name: &str) -> bool {
     name.starts_with(PREFIX)
 }
 
-fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavailable> {
+fn load_or_build(
+    compiler: &Compiler,
+    dir: &Path,
+    prebuilt_dir: Option<&Path>,
+) -> Result<ServerBinary, Unavailable> {
     // Remembered on disk under the clang's identity, as the compile cache's key has it:
     // a fresh process does not pay a `clang --version` run (tens of milliseconds) before
     // its server starts.
@@ -180,9 +211,96 @@ fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavai
             compiler.path().display()
         ))
     })?;
+    // Said with any later reason, so that `ELFJIT_COMPILER=server` tells why neither.
+    let mut not_prebuilt = String::new();
+    if let Some(pdir) = prebuilt_dir {
+        match use_prebuilt(compiler, pdir, major) {
+            Ok(Some(server)) => return Ok(server),
+            Ok(None) => {
+                not_prebuilt = format!(
+                    "{} holds no prebuilt server for LLVM {major}; ",
+                    pdir.display()
+                );
+            }
+            Err(why) => {
+                notes::once("prebuilt compile server", "not-used", || {
+                    format!("not using the prebuilt compile server: {why}")
+                });
+                not_prebuilt = format!("the prebuilt server is not used ({why}); ");
+            }
+        }
+    }
+    let with_prebuilt = |u: Unavailable| unavailable(format!("{not_prebuilt}{}", u.reason));
+    load_or_build_cached(compiler, dir, &version, major).map_err(with_prebuilt)
+}
+
+/// The prebuilt server for LLVM `major` in `dir`, verified and answering the handshake;
+/// `None` if there is none.
+fn use_prebuilt(
+    compiler: &Compiler,
+    dir: &Path,
+    major: u32,
+) -> Result<Option<ServerBinary>, String> {
+    let Some(verified) = prebuilt::find(dir, major, MAX_SERVER_SIZE)? else {
+        return Ok(None);
+    };
+    let server = ServerBinary {
+        verified,
+        clang: compiler.path().to_path_buf(),
+        llvm_major: major,
+        prebuilt: true,
+        build_log: None,
+    };
+    handshake(&server, major)?;
+    Ok(Some(server))
+}
+
+/// Starts `server` with nothing to compile: it must send the ready frame of this protocol
+/// and LLVM `major` (so the shared libraries it needs resolve), then exit at the end of
+/// its input.
+fn handshake(server: &ServerBinary, major: u32) -> Result<(), String> {
+    let program = server.program();
+    let mut spec = Spec::new(&program, vec![std::process::id().to_string().into()]);
+    spec.stdout_limit = protocol::READY_SIZE;
+    spec.stderr_limit = MAX_TOOL_OUTPUT;
+    spec.deadline = deadline_after(HANDSHAKE_TIMEOUT);
+    let path = server.path().display();
+    let out = child::run(&spec).map_err(|f| match f {
+        Failure::TimedOut { .. } => format!(
+            "{path} did not say it was ready within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        ),
+        Failure::Spawn(e) => format!("cannot start {path}: {e}"),
+        _ => format!("{path} wrote more than a ready frame"),
+    })?;
+    let frame: Option<[u8; protocol::READY_SIZE]> = out.stdout.as_slice().try_into().ok();
+    let Some(frame) = frame.filter(|_| out.status.success()) else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "{path} does not start ({}): {}",
+            out.status,
+            stderr.trim()
+        ));
+    };
+    let ready = protocol::decode_ready(&frame).map_err(|e| format!("{path}: {e}"))?;
+    if ready.llvm_major != major {
+        return Err(format!(
+            "{path} says it was built for LLVM {}, but clang is LLVM {major}",
+            ready.llvm_major
+        ));
+    }
+    Ok(())
+}
+
+fn load_or_build_cached(
+    compiler: &Compiler,
+    dir: &Path,
+    version: &str,
+    major: u32,
+) -> Result<ServerBinary, Unavailable> {
     let real = std::fs::canonicalize(compiler.path())
         .map_err(|e| unavailable(format!("cannot resolve {}: {e}", compiler.path().display())))?;
-    let name = server_name(&real, &version);
+    let name = server_name(&real, version);
     let cache = PrivateDir::open(dir, true).map_err(|e| {
         unavailable(format!(
             "the cache directory cannot hold it ({e}); whoever can write it could make \
@@ -193,6 +311,7 @@ fn load_or_build(compiler: &Compiler, dir: &Path) -> Result<ServerBinary, Unavai
         verified,
         clang: compiler.path().to_path_buf(),
         llvm_major: major,
+        prebuilt: false,
         build_log,
     };
     if let Some(v) = load(&cache, &name) {
@@ -401,13 +520,13 @@ fn build(
     result
 }
 
-fn build_in(
+/// Compiles `server.cpp` into `server` in the work directory `work`; returns what the
+/// compiler printed.
+fn compile_in(
     toolchain: &Toolchain,
     work: &PrivateDir,
-    cache: &PrivateDir,
-    name: &str,
     deadline: Instant,
-) -> Result<(Verified, String), Unavailable> {
+) -> Result<String, Unavailable> {
     work.write_file("server.cpp", &[SERVER_CPP.as_bytes()], 0o600)
         .map_err(|e| unavailable(format!("cannot write the server's source: {e}")))?;
     let mut log = String::new();
@@ -444,9 +563,98 @@ fn build_in(
             )));
         }
     }
+    Ok(log)
+}
+
+fn build_in(
+    toolchain: &Toolchain,
+    work: &PrivateDir,
+    cache: &PrivateDir,
+    name: &str,
+    deadline: Instant,
+) -> Result<(Verified, String), Unavailable> {
+    let log = compile_in(toolchain, work, deadline)?;
     let v = verified::install(work, "server", cache, name, MAX_SERVER_SIZE)
         .map_err(|e| unavailable(format!("the built server cannot be kept: {e}")))?;
     Ok((v, log))
+}
+
+/// Builds the compile server for `compiler` into the directory `out` as a prebuilt server
+/// (`compile-server-llvmNN`, mode `0755`, and its manifest `compile-server-llvmNN.json`),
+/// in a work directory of the private cache directory `cache_dir`. Returns the server's
+/// path. For packaging: `out` is what `ELFJIT_SERVER_DIR` later names.
+pub(crate) fn build_to(
+    compiler: &Compiler,
+    cache_dir: &Path,
+    out: &Path,
+) -> Result<PathBuf, Unavailable> {
+    let version = compiler
+        .version()
+        .map_err(|e| unavailable(format!("cannot ask clang its version: {e}")))?;
+    let major = llvm_major(&version)
+        .ok_or_else(|| unavailable(format!("cannot tell the LLVM version from `{version}`")))?;
+    let real = std::fs::canonicalize(compiler.path())
+        .map_err(|e| unavailable(format!("cannot resolve {}: {e}", compiler.path().display())))?;
+    let toolchain = Toolchain::find(&real, major)?;
+    let cache = PrivateDir::open(cache_dir, true)
+        .map_err(|e| unavailable(format!("cannot use {}: {e}", cache_dir.display())))?;
+    let (work_name, work) = cache.temp_subdir("build").map_err(|e| {
+        unavailable(format!(
+            "cannot create a build directory in {}: {e}",
+            cache.path().display()
+        ))
+    })?;
+    let result = compile_in(&toolchain, &work, Instant::now() + BUILD_TIMEOUT).and_then(|_| {
+        let built = work.path().join("server");
+        let bytes = std::fs::read(&built)
+            .map_err(|e| unavailable(format!("cannot read {}: {e}", built.display())))?;
+        let libclang_cpp = needed_libclang_cpp(&bytes).ok_or_else(|| {
+            unavailable(format!(
+                "{} needs no libclang-cpp (its dynamic section names none)",
+                built.display()
+            ))
+        })?;
+        let manifest = Manifest {
+            llvm_major: major,
+            libclang_cpp,
+            sha256: verified::hex(&Sha256::digest(&bytes)),
+            source: prebuilt::source_digest(),
+        };
+        let json = serde_json::to_string_pretty(&manifest)
+            .map_err(|e| unavailable(format!("cannot write the manifest: {e}")))?;
+        let write = |name: String, bytes: &[u8], mode: u32| {
+            use std::os::unix::fs::PermissionsExt;
+            let path = out.join(name);
+            std::fs::write(&path, bytes)
+                .and_then(|()| {
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                })
+                .map(|()| path.clone())
+                .map_err(|e| unavailable(format!("cannot write {}: {e}", path.display())))
+        };
+        let server = write(prebuilt::server_file(major), &bytes, 0o755)?;
+        write(
+            prebuilt::manifest_file(major),
+            format!("{json}\n").as_bytes(),
+            0o644,
+        )?;
+        Ok(server)
+    });
+    let _ = cache.remove_tree(OsStr::new(&work_name));
+    result
+}
+
+/// The `libclang-cpp` soname the executable `elf` needs (its `DT_NEEDED` entry).
+fn needed_libclang_cpp(elf: &[u8]) -> Option<String> {
+    use object::read::elf::ElfFile64;
+    let file = ElfFile64::<object::Endianness>::parse(elf).ok()?;
+    let table = file.elf_dynamic_table().ok()?;
+    table
+        .iter()
+        .filter(|d| d.tag == object::elf::DT_NEEDED)
+        .filter_map(|d| table.string(d).ok())
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .find(|name| name.starts_with("libclang-cpp.so"))
 }
 
 #[cfg(test)]
@@ -473,6 +681,61 @@ mod tests {
         assert!(a != b && a != c && b != c);
         assert!(is_server_file(&a) && is_server_file(&verified::digest_name(&a)));
         assert!(!is_server_file("runner-x86_64-0123"));
+    }
+
+    /// A prebuilt "server" `script` in a fresh directory, with a manifest matching it.
+    fn prebuilt_script(script: &str, major: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!(
+            "elfjit-prebuilt-handshake-{}",
+            crate::private_dir::random_hex().unwrap()
+        ));
+        std::fs::create_dir(&dir).unwrap();
+        let server = dir.join(prebuilt::server_file(major));
+        std::fs::write(&server, script).unwrap();
+        std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let manifest = Manifest {
+            llvm_major: major,
+            libclang_cpp: format!("libclang-cpp.so.{major}"),
+            sha256: verified::hex(&Sha256::digest(script.as_bytes())),
+            source: prebuilt::source_digest(),
+        };
+        std::fs::write(
+            dir.join(prebuilt::manifest_file(major)),
+            serde_json::to_vec(&manifest).unwrap(),
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_prebuilt_server_that_does_not_answer_the_handshake_is_not_used() {
+        let c = Compiler::find().expect("clang");
+        let major = llvm_major(&c.version().unwrap()).unwrap();
+        // As a server whose libclang-cpp does not resolve: the loader fails, status 127.
+        let dir = prebuilt_script(
+            "#!/bin/sh\necho 'libclang-cpp.so: cannot open' >&2\nexit 127\n",
+            major,
+        );
+        let why = use_prebuilt(&c, &dir, major).unwrap_err();
+        assert!(
+            why.contains("does not start") && why.contains("cannot open"),
+            "{why}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A ready frame naming another LLVM major than its manifest's.
+        let mut frame = Vec::new();
+        for word in [protocol::READY_MAGIC, protocol::VERSION, major + 1] {
+            frame.extend(word.to_le_bytes());
+        }
+        let octal: String = frame.iter().map(|b| format!("\\{b:03o}")).collect();
+        let dir = prebuilt_script(&format!("#!/bin/sh\nprintf '{octal}'\n"), major);
+        let why = use_prebuilt(&c, &dir, major).unwrap_err();
+        assert!(
+            why.contains(&format!("built for LLVM {}", major + 1)),
+            "{why}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

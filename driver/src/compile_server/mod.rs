@@ -16,16 +16,39 @@
 //!   exits.
 //! - `binary`: [`ServerBinary`], the server built for one clang, cached and verified like
 //!   the emulated runners, or [`Unavailable`] saying why not.
+//! - [`prebuilt`]: servers built elsewhere and installed with elfjit (the Python wheel's),
+//!   named by `ELFJIT_SERVER_DIR`, and the checks before one is used.
 //! - `server`: [`Server`], one running server and its client.
 //! - [`pool`]: the process's servers, per clang, shared by every thread that compiles.
 
 mod binary;
 pub(crate) mod pool;
+pub(crate) mod prebuilt;
 pub(crate) mod protocol;
 mod server;
 
 pub(crate) use binary::{is_server_file, llvm_major, ServerBinary, Unavailable, SERVER_CPP};
 pub(crate) use server::{Limits, Reply, Request, Server, ServerError, MAX_SERVER_STDERR};
+
+pub use prebuilt::SERVER_DIR_ENV;
+
+/// Builds the compile server for the clang found ([`Compiler::find`]) into the directory
+/// `out` as a prebuilt server with its manifest (`compile-server-llvmNN` and
+/// `compile-server-llvmNN.json`), which the library uses when `ELFJIT_SERVER_DIR` names
+/// that directory and the clang it finds has LLVM major `NN`. Returns the server's path.
+/// For packaging (`scripts/dist`, through the `build_compile_server` example).
+#[doc(hidden)]
+pub fn build_prebuilt_server(out: &std::path::Path) -> crate::Result<std::path::PathBuf> {
+    let compiler = Compiler::find()?;
+    binary::build_to(&compiler, &crate::cache::root_dir(), out).map_err(|u| {
+        crate::Error::CompileServer {
+            clang: compiler.path().to_path_buf(),
+            message: format!("cannot build the compile server: {u}"),
+        }
+    })
+}
+
+use crate::clang::Compiler;
 
 #[cfg(test)]
 mod tests;

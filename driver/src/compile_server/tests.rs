@@ -1,6 +1,7 @@
 //! The compile server against real clang: equivalence with a spawned clang, memory over
 //! many compiles, a tampered binary, malformed frames, and the client's failure paths.
 
+use super::binary;
 use super::protocol::{self, EXIT_MALFORMED, REQUEST_HEADER_SIZE, REQUEST_MAGIC};
 use super::*;
 use crate::child::{self, Spec};
@@ -435,7 +436,7 @@ fn a_tampered_server_is_refused_and_rebuilt() {
     ));
     // The server for this clang in that directory: the tampered file is replaced by a
     // build, which then serves.
-    let rebuilt = ServerBinary::for_compiler_in(&c, &root).unwrap();
+    let rebuilt = ServerBinary::for_compiler_in(&c, &root, None).unwrap();
     assert_eq!(rebuilt.path(), root.join(&name));
     assert!(rebuilt.build_log.is_some(), "it was built, not loaded");
     assert_ne!(std::fs::read(root.join(&name)).unwrap(), bytes);
@@ -557,4 +558,141 @@ fn compiles_in_the_directory_elfjit_moved_to() {
         String::from_utf8_lossy(&reply.diagnostics)
     );
     assert!(reply.object == spawned.unwrap());
+}
+
+/// Writes `text` over `path` with `mode` (files of a prebuilt directory are installed,
+/// not private: the test changes them as a packager or an attacker would).
+fn overwrite(path: &Path, bytes: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, bytes).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_matching_prebuilt_server_is_used_without_a_build_and_a_mismatched_one_never() {
+    use super::prebuilt::{self, Manifest};
+    let c = compiler();
+    let major = llvm_major(&c.version().unwrap()).unwrap();
+    let scratch = std::env::temp_dir().join(format!("elfjit-prebuilt-{}", random_hex().unwrap()));
+    let (pre, cache, work) = (
+        scratch.join("pre"),
+        scratch.join("cache"),
+        scratch.join("w"),
+    );
+    std::fs::create_dir_all(&pre).unwrap();
+    let built = binary::build_to(&c, &work, &pre).unwrap();
+    assert_eq!(built, pre.join(prebuilt::server_file(major)));
+    let manifest_path = pre.join(prebuilt::manifest_file(major));
+    let manifest: Manifest =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    assert_eq!(manifest.llvm_major, major);
+    assert!(
+        manifest
+            .libclang_cpp
+            .starts_with(&format!("libclang-cpp.so.{major}")),
+        "{manifest:?}"
+    );
+
+    // Used from the prebuilt directory: the (empty) cache directory gets no server.
+    let bin = ServerBinary::for_compiler_in(&c, &cache, Some(&pre)).unwrap();
+    assert!(bin.is_prebuilt() && bin.build_log.is_none(), "{bin:?}");
+    assert_eq!(bin.path(), built);
+    let cached: Vec<_> = std::fs::read_dir(&cache)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !cached.iter().any(|n| is_server_file(&n.to_string_lossy())),
+        "{cached:?}"
+    );
+    // Its objects are spawned clang's.
+    let source =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/kernels/layernorm.c"))
+            .unwrap();
+    let host = HostInfo::current();
+    let opts = CompileOptions::new(Lang::C, Arch::X86_64);
+    let args = request_args(&c, &opts, host);
+    let mut server = Server::start(&bin, &Limits::default()).unwrap();
+    let reply = server
+        .compile(
+            &Request {
+                args: &args,
+                source: &source,
+                want_dependencies: false,
+            },
+            soon(),
+        )
+        .unwrap();
+    assert_eq!(reply.status, 0);
+    assert_eq!(
+        reply.object,
+        c.compile_for_host(&source, &opts, host).unwrap()
+    );
+    drop(server);
+
+    let find = || prebuilt::find(&pre, major, 64 << 20).map(|v| v.map(|_| ()));
+    assert_eq!(find(), Ok(Some(())));
+    let good_manifest = std::fs::read(&manifest_path).unwrap();
+    let good_server = std::fs::read(&built).unwrap();
+    // A manifest for another major: not used for this clang.
+    let other = Manifest {
+        llvm_major: major + 1,
+        ..manifest.clone()
+    };
+    overwrite(&manifest_path, &serde_json::to_vec(&other).unwrap(), 0o644);
+    let why = find().unwrap_err();
+    assert!(why.contains(&format!("is for LLVM {}", major + 1)), "{why}");
+    // The server of another major only: nothing for this one (and nothing to say).
+    std::fs::rename(&manifest_path, pre.join(prebuilt::manifest_file(major + 1))).unwrap();
+    assert_eq!(find(), Ok(None));
+    std::fs::remove_file(pre.join(prebuilt::manifest_file(major + 1))).unwrap();
+    // Built from another server source.
+    let stale = Manifest {
+        source: "0".repeat(64),
+        ..manifest.clone()
+    };
+    overwrite(&manifest_path, &serde_json::to_vec(&stale).unwrap(), 0o644);
+    let why = find().unwrap_err();
+    assert!(why.contains("another version"), "{why}");
+    overwrite(&manifest_path, &good_manifest, 0o644);
+    // A tampered binary.
+    let mut tampered = good_server.clone();
+    let middle = tampered.len() / 2;
+    tampered[middle] ^= 0x40;
+    overwrite(&built, &tampered, 0o755);
+    let why = find().unwrap_err();
+    assert!(why.contains("does not match its manifest"), "{why}");
+    // Group-writable server, manifest or directory.
+    overwrite(&built, &good_server, 0o775);
+    let why = find().unwrap_err();
+    assert!(why.contains("writable by its group"), "{why}");
+    overwrite(&built, &good_server, 0o755);
+    overwrite(&manifest_path, &good_manifest, 0o666);
+    let why = find().unwrap_err();
+    assert!(why.contains("writable by its group"), "{why}");
+    overwrite(&manifest_path, &good_manifest, 0o644);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pre, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let why = find().unwrap_err();
+        assert!(why.contains("writable by its group"), "{why}");
+        std::fs::set_permissions(&pre, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // A symbolic link at the server's name is not followed.
+    std::fs::rename(&built, pre.join("real")).unwrap();
+    std::os::unix::fs::symlink(pre.join("real"), &built).unwrap();
+    let why = find().unwrap_err();
+    assert!(why.contains("cannot open"), "{why}");
+    std::fs::remove_file(&built).unwrap();
+    std::fs::rename(pre.join("real"), &built).unwrap();
+    assert_eq!(find(), Ok(Some(())));
+
+    // A refused prebuilt server is passed over for the cache: here the user's cache,
+    // where `binary` keeps (or builds) this clang's server.
+    let from_cache = binary(&c);
+    overwrite(&built, &tampered, 0o755);
+    let fallback =
+        ServerBinary::for_compiler_in(&c, &crate::cache::root_dir(), Some(&pre)).unwrap();
+    assert!(!fallback.is_prebuilt(), "{fallback:?}");
+    assert_eq!(fallback.path(), from_cache.path());
+    std::fs::remove_dir_all(&scratch).unwrap();
 }

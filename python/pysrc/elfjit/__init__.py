@@ -14,6 +14,7 @@ puts tinygrad's CPU device on this loader.
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,11 @@ from elfjit._native import (
 
 if TYPE_CHECKING:
     from elfjit import tinygrad as tinygrad
+
+# The compile servers this package carries, prebuilt (elfjit/_server/, one per LLVM major):
+# the library uses the one for the clang it finds, if it passes its checks, before building
+# one. Set for this process (and its children) unless the environment names another.
+os.environ.setdefault("ELFJIT_SERVER_DIR", os.path.join(os.path.dirname(__file__), "_server"))
 
 # The wheel carries no compiler: loading works without one, compiling needs a clang. Say
 # so once, at import, rather than at the first compile of a program that may run long
