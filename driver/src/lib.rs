@@ -87,6 +87,8 @@ pub mod parallel;
 #[cfg_attr(target_os = "freebsd", path = "platform_freebsd.rs")]
 #[cfg(unix)]
 mod platform;
+#[cfg(any(target_os = "macos", target_os = "freebsd"))]
+mod platform_bsd;
 #[cfg(unix)]
 pub mod private_dir;
 #[cfg(unix)]
