@@ -107,7 +107,9 @@ pub use batch::Batch;
 pub use cache::{Cache, CacheStatus};
 pub use clang::Compiler;
 #[doc(hidden)]
+#[cfg(unix)]
 pub use compile_server::build_prebuilt_server;
+#[cfg(unix)]
 pub use compile_server::SERVER_DIR_ENV;
 pub use elfjit_core::Arch;
 /// The code arenas modules are loaded into ([`Module::load_in`]), so a dependent needs no

@@ -212,6 +212,25 @@ fn parent_from_signal_handler(pid: i32) -> Option<i32> {
     pid_of_name(fields.next()?)
 }
 
+/// Children to kill but not wait for when [`Orphans`] stops everything: the compile
+/// servers, registered by the pool while they run (a module of their own would make this
+/// one import the compile side, which imports this one).
+static KILL_ONLY: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers child `pid` as one [`Orphans`] kills at exit without waiting for it.
+pub(crate) fn kill_only_at_exit(pid: u32) {
+    if let Ok(mut pids) = KILL_ONLY.lock() {
+        pids.push(pid);
+    }
+}
+
+/// Forgets a child registered with [`kill_only_at_exit`] (it was reaped).
+pub(crate) fn forget_kill_only(pid: u32) {
+    if let Ok(mut pids) = KILL_ONLY.lock() {
+        pids.retain(|&p| p != pid);
+    }
+}
+
 impl Orphans {
     /// Kills (`SIGKILL`, with each one's process group) and reaps every child this
     /// process has, until none is left; returns how many were killed. The process's
@@ -220,7 +239,10 @@ impl Orphans {
     /// every `elfjit` run about 30 ms at exit.
     pub fn stop_all(&self) -> usize {
         let me = rustix::process::getpid();
-        let servers = crate::route::server_pids();
+        let servers: Vec<u32> = KILL_ONLY
+            .lock()
+            .map(|pids| pids.clone())
+            .unwrap_or_default();
         let mut killed_servers: Vec<Pid> = Vec::new();
         let mut killed = 0;
         for _ in 0..MAX_ROUNDS {

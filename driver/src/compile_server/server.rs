@@ -255,6 +255,7 @@ impl Server {
         }
         let [stdin, stdout, stderr] = pipes;
         let pidfd = crate::platform::exit_notifier(running.pid());
+        crate::orphans::kill_only_at_exit(pid);
         Ok(Server {
             running: Some(running),
             pid,
@@ -645,6 +646,7 @@ impl Server {
     }
 
     fn close(&mut self) {
+        crate::orphans::forget_kill_only(self.pid);
         self.stdin = None;
         self.stdout = None;
         self.stderr = None;
