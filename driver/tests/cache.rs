@@ -183,8 +183,10 @@ fn concurrent_threads_share_one_cache() {
         }
     });
     let files = cache_entries(&dir.0);
-    // Four objects plus the remembered clang version.
-    assert_eq!(files.len(), 5, "{files:?}");
+    // Four objects, plus the remembered clang version unless the process already knew it
+    // (a compile server's start reads it from the default cache directory first); the
+    // hits below prove the four objects are there.
+    assert!(matches!(files.len(), 4 | 5), "{files:?}");
     let fresh = Cache::on_disk(&dir.0);
     for (k, src) in sources.iter().enumerate() {
         let (obj, s) = fresh.compile(&c, src.as_bytes(), &c_opts()).unwrap();
