@@ -296,15 +296,18 @@ fn a_fifo_or_foreign_file_at_the_perf_map_path_costs_one_note_not_a_hang() {
         );
         assert_eq!(json(&output)["return"], 42, "{what:?}");
         let err = stderr(&output);
-        assert_eq!(lines_with(&err, "perf map"), 1, "{what:?}: {err}");
+        // The dlopen-fallback writes no perf map (see above), so it opens nothing there
+        // and has nothing to say; it must still not hang.
+        let notes = usize::from(!cfg!(feature = "dlopen-fallback"));
+        assert_eq!(lines_with(&err, "perf map"), notes, "{what:?}: {err}");
         assert_eq!(
             lines_with(
                 &err,
                 "elfjit: note: ELFJIT_PERF=map: not writing a perf map"
             ),
-            1,
+            notes,
             "{what:?}: {err}"
         );
-        assert_eq!(lines_with(&err, problem), 1, "{what:?}: {err}");
+        assert_eq!(lines_with(&err, problem), notes, "{what:?}: {err}");
     }
 }
