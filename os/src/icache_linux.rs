@@ -11,7 +11,8 @@
 //!   fallback is what the architecture gives: a thread synchronises at its next exception
 //!   return (a system call, an interrupt, being scheduled), so code published into a reused
 //!   range is safe to call from another thread once that thread has made a system call or
-//!   been rescheduled after the publish (a lock handing the pointer over usually does).
+//!   been rescheduled after the publish (an uncontended lock handing the pointer over
+//!   makes none: docs/os-support.md).
 //! - riscv64: `fence.i` orders only the calling hart; `riscv_flush_icache(start, end, 0)`
 //!   (flags 0: every hart of the process) is what `flush` calls there.
 //!
