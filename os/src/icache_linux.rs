@@ -26,13 +26,16 @@ use std::sync::OnceLock;
 /// `include/uapi/linux/membarrier.h`. (Built for the unit tests on every architecture: the
 /// decision and the probe are tested natively too.)
 #[cfg(any(target_arch = "aarch64", test))]
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // tests: x86_64's seccomp one
 const MEMBARRIER_CMD_QUERY: libc::c_int = 0;
 #[cfg(any(target_arch = "aarch64", test))]
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_int = 1 << 5;
 #[cfg(any(target_arch = "aarch64", test))]
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // tests: x86_64's seccomp one
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_int = 1 << 6;
 
 #[cfg(any(target_arch = "aarch64", test))]
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // tests: x86_64's seccomp one
 fn membarrier(cmd: libc::c_int) -> Result<libc::c_long, i32> {
     // SAFETY: membarrier takes a command and flags (0) and touches no memory of ours.
     let r = unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_uint) };
@@ -61,6 +64,7 @@ fn decide() -> CrossThreadSync {
 
 /// Asks the kernel for the membarrier command and registers for it.
 #[cfg(any(target_arch = "aarch64", test))]
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // tests: x86_64's seccomp one
 fn probe_membarrier() -> CrossThreadSync {
     mode_from_probes(membarrier(MEMBARRIER_CMD_QUERY), || {
         membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)

@@ -89,6 +89,7 @@ struct Traced {
     mode: String,
     loads: usize,
     /// The code (start, length) published into the reused range.
+    #[cfg_attr(not(target_arch = "riscv64"), allow(dead_code))] // riscv64's test
     reused: (usize, usize),
     trace: Vec<String>,
 }
@@ -147,6 +148,7 @@ enum Watch<'a> {
     /// strace `inject=` expression refusing membarrier calls.
     Strace { inject: Option<&'a str> },
     /// With a library preloaded that logs the calls (os/tests/riscv_flush_log.c).
+    #[cfg_attr(not(target_arch = "riscv64"), allow(dead_code))] // riscv64's test
     Preload { library: &'a Path },
 }
 
