@@ -87,9 +87,9 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8
 }
 
 /// Waits for `child` until `deadline`; past it, kills and reaps it and returns `None`.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::ExitStatus> {
+pub fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::ExitStatus> {
     loop {
-        if let Some(status) = child.try_wait().expect("wait for clang") {
+        if let Some(status) = child.try_wait().expect("wait for a child") {
             return Some(status);
         }
         if Instant::now() >= deadline {

@@ -8,6 +8,8 @@ use elfjit_core::Arch;
 
 #[path = "../../../core/tests/common/clang_run.rs"]
 mod clang_run;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use clang_run::wait_until;
 
 /// The bare-metal triple and the CPU/ABI flags elfjit's driver uses for this architecture.
 pub fn target_flags() -> Vec<&'static str> {
