@@ -100,12 +100,12 @@ fn clear_cache(start: usize, end: usize) {
 }
 
 #[cfg(all(test, unix))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
 
     /// A function returning `value` (0..=255), in the host's machine code.
-    fn returns(value: u32) -> Vec<u8> {
+    pub(crate) fn returns(value: u32) -> Vec<u8> {
         let words: Vec<u32> = if cfg!(target_arch = "x86_64") {
             // mov eax, imm32; ret
             let mut code = vec![0xb8];
