@@ -47,8 +47,8 @@ pub(crate) struct PerThreadJit {
 
 /// What an OS layer without a dual-mapping primitive (Windows, macOS) says to packed mode.
 #[cfg(any(windows, target_os = "macos"))]
-pub(crate) fn packed_mode_unsupported() -> Result<(), super::ArenaError> {
-    Err(super::ArenaError::Unsupported {
+pub(crate) fn packed_mode_unsupported() -> Result<(), super::error::ArenaError> {
+    Err(super::error::ArenaError::Unsupported {
         feature: "packed mode (code mapped twice, writable and executable views)",
         platform: crate::Platform::current(),
     })
