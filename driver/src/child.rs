@@ -11,14 +11,16 @@
 //! - Each output is read into a buffer bounded by its own limit and grown with fallible
 //!   allocation; more output than the limit stops the child.
 //! - A deadline too far away to represent is no deadline.
-//! - Nothing is run in the child between `fork` and `exec` (no `pre_exec`), so the
-//!   standard library can use `posix_spawn`: starting clang from a process with a large
-//!   heap costs no page-table copy.
+//! - On Linux nothing is run in the child between `fork` and `exec` (no `pre_exec`), so
+//!   the standard library can use `posix_spawn`: starting clang from a process with a
+//!   large heap costs no page-table copy.
 //! - A memory limit ([`Spec::memory_limit`], [`limit_memory`]) bounds the data memory of
-//!   the child and of everything it starts. It is put on the child with `prlimit` right
-//!   after the spawn, before any input is written (so `posix_spawn` stays possible), and
-//!   children inherit it: a compiler, which works on its input, cannot start that work
-//!   before the limit holds.
+//!   the child and of everything it starts. On Linux it is put on the child with `prlimit`
+//!   right after the spawn, before any input is written (so `posix_spawn` stays
+//!   possible); without `prlimit` (FreeBSD) the child sets it itself between `fork` and
+//!   `exec`; macOS has no limit that would hold (`platform_macos.rs`). Children inherit
+//!   it: a compiler, which works on its input, cannot start that work before the limit
+//!   holds.
 //! - A child in its own process group does not get the terminal's Ctrl-C; a program that
 //!   must not leave children behind when it is interrupted calls
 //!   [`stop_children_on_termination_signals`] (the `elfjit` CLI does).
@@ -308,6 +310,36 @@ impl Running {
         })
     }
 
+    /// Starts `cmd` with the data memory of the child (and of what it starts) limited to
+    /// `memory_limit` bytes, if any: set in the child between `fork` and `exec` where the
+    /// OS can only do it there, else ([`limit_memory`]) right after the spawn, before the
+    /// caller gives it any work. On a failure to limit it, the child is killed and reaped.
+    pub(crate) fn spawn_limited(
+        cmd: &mut std::process::Command,
+        memory_limit: Option<u64>,
+    ) -> std::io::Result<Running> {
+        let context = |bytes: u64| {
+            move |e: std::io::Error| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot limit its memory to {bytes} bytes: {e}"),
+                )
+            }
+        };
+        let at_exec = match memory_limit {
+            Some(bytes) => {
+                crate::platform::limit_memory_at_exec(cmd, bytes).map_err(context(bytes))?
+            }
+            None => false,
+        };
+        let running = Running::spawn(cmd)?;
+        if let (Some(bytes), false) = (memory_limit, at_exec) {
+            // On failure `running` is dropped: killed and reaped.
+            limit_memory(Some(running.pid()), bytes).map_err(context(bytes))?;
+        }
+        Ok(running)
+    }
+
     /// The child's process id (its group's id too).
     pub(crate) fn pid(&self) -> Pid {
         self.pid
@@ -409,16 +441,9 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
         side_write = Some(write);
         side_reader = Reader::new(Some(read), limit, Stream::Side);
     }
-    let mut running = Running::spawn(&mut cmd).map_err(Failure::Spawn)?;
-    if let Some(bytes) = spec.memory_limit {
-        // Before stdin gets a byte. On failure `running` is dropped: killed and reaped.
-        limit_memory(Some(running.pid()), bytes).map_err(|e| {
-            Failure::Spawn(std::io::Error::new(
-                e.kind(),
-                format!("cannot limit its memory to {bytes} bytes: {e}"),
-            ))
-        })?;
-    }
+    // The limit holds before stdin gets a byte.
+    let mut running =
+        Running::spawn_limited(&mut cmd, spec.memory_limit).map_err(Failure::Spawn)?;
     let take = |fd: Option<OwnedFd>| -> Result<Option<OwnedFd>, Failure> {
         if let Some(fd) = &fd {
             set_nonblocking(fd).map_err(Failure::Io)?;

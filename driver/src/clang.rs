@@ -10,7 +10,7 @@ use crate::child::{self, deadline_after, Failure, Finished, SideArgs, Spec, Stre
 use crate::error::{Error, Result};
 use crate::flags::{clang_args, HostInfo};
 pub use crate::flags::{CompileOptions, Lang};
-use crate::memory_limit::{compile_memory_from_env, says_out_of_memory, DEFAULT_COMPILE_MEMORY};
+use crate::memory_limit::{compile_memory_from_env, default_compile_memory, says_out_of_memory};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -68,7 +68,7 @@ impl Compiler {
     /// directory lists its files in.
     ///
     /// Its memory limit is `ELFJIT_COMPILE_MEMORY`'s (an error if that is not a size),
-    /// else [`DEFAULT_COMPILE_MEMORY`]; see [`Compiler::with_memory_limit`].
+    /// else [`default_compile_memory`]; see [`Compiler::with_memory_limit`].
     pub fn find() -> Result<Compiler> {
         let memory_limit = compile_memory_from_env()?;
         Ok(Compiler::find_with(
@@ -80,7 +80,7 @@ impl Compiler {
 
     /// [`Compiler::find`] with the two environment variables passed in, so callers (and
     /// tests) can search as if the environment were different. The memory limit is
-    /// [`DEFAULT_COMPILE_MEMORY`], whatever the environment says.
+    /// [`default_compile_memory`], whatever the environment says.
     pub fn find_with(clang_env: Option<&OsStr>, path_env: Option<&OsStr>) -> Result<Compiler> {
         let dirs: Vec<PathBuf> = path_env
             .map(|p| std::env::split_paths(p).collect())
@@ -148,7 +148,7 @@ impl Compiler {
         Compiler {
             path,
             timeout: DEFAULT_TIMEOUT,
-            memory_limit: Some(DEFAULT_COMPILE_MEMORY),
+            memory_limit: default_compile_memory(),
             version: OnceLock::new(),
         }
     }
@@ -592,7 +592,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
             let default = Compiler::find_with(None, std::env::var_os("PATH").as_deref())
                 .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(default.memory_limit(), Some(DEFAULT_COMPILE_MEMORY));
+            assert_eq!(default.memory_limit(), default_compile_memory());
             default
                 .compile(source, &opts)
                 .unwrap_or_else(|e| panic!("{e}"));

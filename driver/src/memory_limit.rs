@@ -13,8 +13,20 @@ pub const COMPILE_MEMORY_ENV: &str = "ELFJIT_COMPILE_MEMORY";
 
 /// The compiler memory limit when `ELFJIT_COMPILE_MEMORY` is unset: 4 GiB, far above what
 /// an ordinary kernel needs (clang compiles one in well under 512 MiB) and below what
-/// would take a developer machine down.
+/// would take a developer machine down. (None on macOS, which cannot enforce one on a
+/// child: see docs/os-support.md.)
 pub const DEFAULT_COMPILE_MEMORY: u64 = 4 << 30;
+
+/// The limit when the variable is unset or empty: [`DEFAULT_COMPILE_MEMORY`], or none
+/// where a child's memory limit cannot be enforced (macOS).
+pub fn default_compile_memory() -> Option<u64> {
+    #[cfg(unix)]
+    let applies = crate::platform::COMPILE_MEMORY_BY_DEFAULT;
+    // Windows compiles nothing (`compile_windows.rs`): the setting is only parsed.
+    #[cfg(not(unix))]
+    let applies = true;
+    applies.then_some(DEFAULT_COMPILE_MEMORY)
+}
 
 /// The compiler memory limit this process's environment asks for: `Some(bytes)`, or
 /// `None` for no limit (`ELFJIT_COMPILE_MEMORY=0`). Unset or empty is the default; a
@@ -26,14 +38,14 @@ pub fn compile_memory_from_env() -> Result<Option<u64>> {
 /// [`compile_memory_from_env`] with the variable's value passed in (`None`: unset).
 pub fn compile_memory_from(value: Option<&std::ffi::OsStr>) -> Result<Option<u64>> {
     match value {
-        None => Ok(Some(DEFAULT_COMPILE_MEMORY)),
+        None => Ok(default_compile_memory()),
         Some(value) => {
             let text = value.to_str().ok_or_else(|| Error::BadArgument {
                 what: format!("{COMPILE_MEMORY_ENV} `{}`", value.to_string_lossy()),
                 reason: "not UTF-8".to_string(),
             })?;
             if text.trim().is_empty() {
-                return Ok(Some(DEFAULT_COMPILE_MEMORY));
+                return Ok(default_compile_memory());
             }
             parse_memory_size(text).map_err(|reason| Error::BadArgument {
                 what: format!("{COMPILE_MEMORY_ENV} `{text}`"),

@@ -1,7 +1,9 @@
 //! What macOS and FreeBSD share of the driver's OS-specific pieces (both BSD-derived):
 //! `getentropy` for random names, and no way to set another process's resource limits
-//! (`prlimit` is Linux's). Each OS's own file (`platform_macos.rs`, `platform_freebsd.rs`)
-//! re-exports these. Built, never run: no Mac or FreeBSD machine ran this code.
+//! (`prlimit` is Linux's: a child's limit is set by the child itself between `fork` and
+//! `exec`, in each OS's `limit_memory_at_exec`). Each OS's own file (`platform_macos.rs`,
+//! `platform_freebsd.rs`) re-exports these. Built, never run: no Mac or FreeBSD machine
+//! ran this code.
 
 /// Fills `bytes` from the kernel's random source (`getentropy`, at most 256 bytes a call);
 /// returns how many were filled.
@@ -16,8 +18,7 @@ pub(crate) fn fill_random(bytes: &mut [u8]) -> std::io::Result<usize> {
 
 /// Sets `RLIMIT_DATA` (soft and hard) of this process with `None`; another process's
 /// limit cannot be set from outside here (no `prlimit`), so `Some(pid)` is an
-/// `Unsupported` error and a compile under a memory limit fails saying so (set
-/// `ELFJIT_COMPILE_MEMORY=0` to compile without one).
+/// `Unsupported` error (the driver limits its children with `limit_memory_at_exec`).
 pub(crate) fn limit_data_memory(
     pid: Option<rustix::process::Pid>,
     bytes: u64,

@@ -24,6 +24,19 @@ pub(crate) fn fill_random(bytes: &mut [u8]) -> std::io::Result<usize> {
     )?)
 }
 
+/// A child's memory limit is put on with `prlimit` once it exists (so the standard library
+/// may start it with `posix_spawn`): nothing to do before the spawn, the caller calls
+/// [`limit_data_memory`] with its pid.
+pub(crate) fn limit_memory_at_exec(
+    _cmd: &mut std::process::Command,
+    _bytes: u64,
+) -> std::io::Result<bool> {
+    Ok(false)
+}
+
+/// The compiler memory limit applies when `ELFJIT_COMPILE_MEMORY` is unset.
+pub(crate) const COMPILE_MEMORY_BY_DEFAULT: bool = true;
+
 /// Sets `RLIMIT_DATA` (soft and hard) of `pid`, this process with `None` (`prlimit`).
 pub(crate) fn limit_data_memory(
     pid: Option<rustix::process::Pid>,

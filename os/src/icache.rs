@@ -62,27 +62,8 @@ fn flush_impl(_start: usize, _end: usize) {
     unsafe { core::arch::asm!("ibar 0", options(nostack, preserves_flags)) };
 }
 
-#[cfg(all(target_os = "linux", target_arch = "riscv64"))]
-fn flush_impl(start: usize, end: usize) {
-    // Every hart, not only this one; `__clear_cache` if the kernel refuses the call.
-    if crate::icache_linux::riscv_flush_icache(start, end).is_err() {
-        clear_cache(start, end);
-    }
-}
-
-#[cfg(not(any(
-    windows,
-    target_os = "macos",
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "loongarch64",
-    all(target_os = "linux", target_arch = "riscv64")
-)))]
-fn flush_impl(start: usize, end: usize) {
-    clear_cache(start, end);
-}
-
-/// compiler-rt's (or libgcc's) `__clear_cache`.
+/// compiler-rt's (or libgcc's) `__clear_cache`; on riscv64 Linux first the system call
+/// that flushes every hart, not only this one (`__clear_cache` if the kernel refuses it).
 #[cfg(not(any(
     windows,
     target_os = "macos",
@@ -90,7 +71,11 @@ fn flush_impl(start: usize, end: usize) {
     target_arch = "x86",
     target_arch = "loongarch64"
 )))]
-fn clear_cache(start: usize, end: usize) {
+fn flush_impl(start: usize, end: usize) {
+    #[cfg(all(target_os = "linux", target_arch = "riscv64"))]
+    if crate::icache_linux::riscv_flush_icache(start, end).is_ok() {
+        return;
+    }
     extern "C" {
         fn __clear_cache(start: *mut core::ffi::c_void, end: *mut core::ffi::c_void);
     }
@@ -100,12 +85,12 @@ fn clear_cache(start: usize, end: usize) {
 }
 
 #[cfg(all(test, unix))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rustix::mm::{mmap_anonymous, mprotect, munmap, MapFlags, MprotectFlags, ProtFlags};
 
     /// A function returning `value` (0..=255), in the host's machine code.
-    fn returns(value: u32) -> Vec<u8> {
+    pub(crate) fn returns(value: u32) -> Vec<u8> {
         let words: Vec<u32> = if cfg!(target_arch = "x86_64") {
             // mov eax, imm32; ret
             let mut code = vec![0xb8];

@@ -203,7 +203,7 @@ impl Drop for MmapBackend {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use elfjit_core::SegmentRequest;
 
@@ -213,7 +213,7 @@ mod tests {
 
     /// The permissions `/proc/self/maps` shows for the page holding `address`.
     #[cfg(target_os = "linux")]
-    fn permissions(address: usize) -> String {
+    pub(crate) fn permissions(address: usize) -> String {
         let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
         for line in maps.lines() {
             let mut fields = line.split_whitespace();

@@ -232,17 +232,12 @@ impl Server {
             .stderr(Stdio::piped())
             .process_group(0);
         use std::os::unix::process::CommandExt;
-        let mut running = Running::spawn(&mut cmd).map_err(io_error(format!(
-            "cannot start the compile server {}",
-            bin.path().display()
-        )))?;
-        if let Some(bytes) = limits.memory_limit {
-            // Before it gets a request: what it compiles is under the limit. On failure
-            // `running` is dropped: killed and reaped.
-            limit_memory(Some(running.pid()), bytes).map_err(io_error(format!(
-                "cannot limit the compile server's memory to {bytes} bytes"
+        // The limit holds before it gets a request: what it compiles is under it.
+        let mut running =
+            Running::spawn_limited(&mut cmd, limits.memory_limit).map_err(io_error(format!(
+                "cannot start the compile server {}",
+                bin.path().display()
             )))?;
-        }
         let pid = running.pid().as_raw_nonzero().get().unsigned_abs();
         let child = running.child_mut();
         let pipes = [

@@ -84,6 +84,15 @@ impl ArenaBackend {
         }))
     }
 
+    /// Marks it runnable; staged code (per-thread JIT memory) is in its pages now, so its
+    /// buffer is freed.
+    fn published(&mut self) {
+        self.stage = Stage::Published;
+        if let Some(a) = self.allocation.as_mut() {
+            a.staging = Vec::new();
+        }
+    }
+
     fn fail(&mut self, e: ArenaError) -> BackendError {
         self.error = Some(e);
         e.into()
@@ -126,7 +135,7 @@ impl ArenaBackend {
             }
             for &i in &same {
                 if let Some(b) = backends.get_mut(i) {
-                    b.stage = Stage::Published;
+                    b.published();
                 }
             }
             pending = rest;
@@ -171,6 +180,10 @@ impl MemoryBackend for ArenaBackend {
         if seg.size == 0 {
             return None;
         }
+        if kind == SegmentKind::Code && self.arena.shared.jit.is_some() {
+            // Staged: copied into the pages at publish (`code_write.rs`).
+            return self.allocation.as_mut().map(|a| a.staging.as_mut_slice());
+        }
         // SAFETY: `[writer, writer + size)` is this allocation's memory (the arena hands
         // it to no one else until it is given back on drop), writable until the backend is
         // sealed (checked above: the stage is `Writing`) and mapped in this process
@@ -203,7 +216,7 @@ impl MemoryBackend for ArenaBackend {
         };
         match self.arena.shared.publish(&[allocation]) {
             Ok(()) => {
-                self.stage = Stage::Published;
+                self.published();
                 Ok(())
             }
             Err(e) => Err(self.fail(e)),

@@ -31,7 +31,7 @@ use super::error::ArenaError;
 use super::pages::{PageRuns, Run};
 use super::slab::Slabs;
 use super::sys;
-use super::sys_api::{Advice, Prot};
+use super::sys_api::{Advice, PerThreadJit, Prot};
 use super::Mode;
 use elfjit_core::SegmentKind;
 
@@ -52,6 +52,9 @@ pub(crate) struct Region {
     pub shared: bool,
     /// The protection free pages rest at (page-granular), and published pages end at.
     pub rest: Prot,
+    /// Per-thread JIT memory (the code region, where the OS gives it): never protected
+    /// again once made, its freed pages discarded instead of released.
+    pub jit: Option<PerThreadJit>,
     pub runs: PageRuns,
     pub slabs: Slabs,
 }
@@ -108,13 +111,21 @@ fn no_huge_pages(base: usize, len: usize) {
 
 impl Chunk {
     /// A chunk with `bytes[k]` bytes for class `k` (multiples of `align`, itself a multiple
-    /// of [`REGION_ALIGN`]).
+    /// of [`REGION_ALIGN`]); with `jit`, its code region is per-thread JIT memory
+    /// (page-granular only).
     pub fn new(
         mode: Mode,
         bytes: [usize; 3],
         align: usize,
         page: usize,
+        jit: Option<PerThreadJit>,
     ) -> Result<Chunk, ArenaError> {
+        if jit.is_some() && mode == Mode::Packed {
+            return Err(ArenaError::Unsupported {
+                feature: "packed mode with per-thread JIT memory (MAP_JIT)",
+                platform: crate::Platform::current(),
+            });
+        }
         let [code, ro, data] = bytes;
         let too_large = ArenaError::BadRequest {
             what: "chunk size overflows",
@@ -155,12 +166,21 @@ impl Chunk {
                 // not three.
                 no_huge_pages(base, len);
                 let [code, ro, _] = &mut chunk.regions;
-                code.runs.set_dirty_last();
+                // Dirty runs cost an `mprotect` before they are written, staged code none.
+                if jit.is_none() {
+                    code.runs.set_dirty_last();
+                }
                 ro.runs.set_dirty_last();
+                code.jit = jit;
                 for region in &chunk.regions {
                     // SAFETY: each region lies in the reservation just made; nothing uses it.
-                    unsafe { sys::protect(region.writer, region.bytes, region.rest) }
-                        .map_err(|e| classify("protect a new chunk", requested, e))?;
+                    let made = unsafe {
+                        match region.jit {
+                            Some(jit) => (jit.open_region)(region.writer, region.bytes),
+                            None => sys::protect(region.writer, region.bytes, region.rest),
+                        }
+                    };
+                    made.map_err(|e| classify("protect a new chunk", requested, e))?;
                 }
             }
             Mode::Packed => {
@@ -223,6 +243,7 @@ impl Region {
             bytes,
             shared: false,
             rest: Prot::ReadWrite,
+            jit: None,
             // Fits: checked by `Chunk::new`.
             runs: PageRuns::new(u32::try_from(bytes / page).unwrap_or(0)),
             slabs: Slabs::new(),
@@ -236,6 +257,12 @@ impl Region {
     pub unsafe fn release(&self, run: Run, page: usize) {
         let addr = self.writer + run.start as usize * page;
         let len = run.count as usize * page;
+        if let Some(jit) = self.jit {
+            // Best effort: staged code fills every byte of the pages it takes.
+            // SAFETY: the caller guarantees the run is ours and unused.
+            let _ = unsafe { (jit.discard)(addr, len) };
+            return;
+        }
         // SAFETY: the caller guarantees the run is ours and unused. Released pages are
         // handed out as reading zero, so if the advice fails where the pages can be
         // written (writer view, data), zero them instead; it cannot fail on a range we

@@ -37,11 +37,15 @@
 //!
 //! What each OS gives is in its `sys` file (`sys.rs` for Linux, `sys_windows.rs`,
 //! `sys_macos.rs`, `sys_freebsd.rs`); packed mode needs a shared-memory object mapped twice
-//! and is [`ArenaError::Unsupported`] where the OS layer has none.
+//! and is [`ArenaError::Unsupported`] where the OS layer has none. Where the OS gives
+//! per-thread JIT memory instead (macOS arm64, `MAP_JIT`), code is staged: the linker
+//! writes a buffer, and publishing copies it into the code pages on the publishing thread
+//! (`code_write.rs`); the code pages are never protected after their chunk is made.
 
 mod backend;
 mod chunk;
 mod classify;
+mod code_write;
 mod error;
 mod pages;
 mod probe;
@@ -65,7 +69,7 @@ use pages::Run;
 use slab::Slot;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use sys_api::{Advice, Prot};
+use sys_api::{Advice, PerThreadJit, Prot};
 
 /// How an arena publishes modules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -152,6 +156,9 @@ struct Shared {
     fork_generation: u64,
     state: Mutex<State>,
     protect_calls: AtomicU64,
+    /// Per-thread JIT memory for code (`sys::JIT`, macOS arm64): code is staged and
+    /// copied in at publish (`code_write.rs`) instead of protected in place.
+    jit: Option<PerThreadJit>,
 }
 
 #[derive(Default)]
@@ -236,6 +243,9 @@ struct Allocation {
     /// [`sys::forks_begun`] when it was placed (packed; 0 otherwise): if the process has
     /// forked since, a child shares its code and read-only slots.
     forks: u64,
+    /// The code segment's bytes while they are written, with per-thread JIT memory
+    /// (`Shared::jit`): copied into its pages at publish. Empty otherwise.
+    staging: Vec<u8>,
 }
 
 impl Allocation {
@@ -330,13 +340,23 @@ impl Arena {
                 errno,
             })?;
             let size = [REGION_ALIGN; 3];
-            let probe = Chunk::new(Mode::Packed, size, REGION_ALIGN, arena.shared.page)?;
+            let probe = Chunk::new(
+                Mode::Packed,
+                size,
+                REGION_ALIGN,
+                arena.shared.page,
+                arena.shared.jit,
+            )?;
             probe::check_aliased_code(&probe)?;
         }
         Ok(arena)
     }
 
-    fn build(mut config: ArenaConfig) -> Arena {
+    fn build(config: ArenaConfig) -> Arena {
+        Arena::build_with(config, sys::JIT)
+    }
+
+    fn build_with(mut config: ArenaConfig, jit: Option<PerThreadJit>) -> Arena {
         config.class_bytes = config.class_bytes.next_multiple_of(REGION_ALIGN);
         Arena {
             shared: Arc::new(Shared {
@@ -351,6 +371,7 @@ impl Arena {
                 },
                 state: Mutex::new(State::default()),
                 protect_calls: AtomicU64::new(0),
+                jit,
             }),
         }
     }
@@ -582,6 +603,7 @@ impl Shared {
                 zero_filled: true,
                 ahead: [None; 3],
                 forks: 0,
+                staging: Vec::new(),
             });
         }
         let mut allocation = {
@@ -608,7 +630,7 @@ impl Shared {
         let Some(chunk) = state.chunks.get_mut(allocation.chunk) else {
             return;
         };
-        for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
+        for &kind in self.protected_in_place() {
             let k = kind.index();
             let (Some(seg), Some(region)) = (allocation.segments.get(k), chunk.regions.get_mut(k))
             else {
@@ -701,6 +723,7 @@ impl Shared {
                 Mode::Packed => sys::forks_begun(),
                 Mode::PageGranular => 0,
             },
+            staging: Vec::new(),
         }
     }
 
@@ -756,7 +779,7 @@ impl Shared {
                 errno: 0,
             });
         }
-        let chunk = Chunk::new(self.config.mode, bytes, align, self.page)
+        let chunk = Chunk::new(self.config.mode, bytes, align, self.page, self.jit)
             .map_err(|e| e.for_request(total(reqs)))?;
         let protects = match self.config.mode {
             Mode::PageGranular => 3,
@@ -935,7 +958,7 @@ impl Shared {
     fn prepare(&self, allocations: &mut [Allocation]) -> Result<(), ArenaError> {
         let page = self.page;
         if self.config.mode == Mode::PageGranular {
-            for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
+            for &kind in self.protected_in_place() {
                 let mut ranges: Vec<(usize, usize)> = allocations
                     .iter()
                     .flat_map(|a| {
@@ -960,6 +983,11 @@ impl Shared {
         for a in allocations.iter_mut() {
             a.zero_filled = true;
             for (seg, kind) in a.segments.iter().zip(SegmentKind::ALL) {
+                if kind == SegmentKind::Code && self.jit.is_some() {
+                    // Written to a zeroed buffer; publishing fills every byte of its pages.
+                    a.staging = vec![0; seg.size];
+                    continue;
+                }
                 // As `Chunk::new` maps them: a packed arena's code and read-only data are
                 // in its memfd.
                 let shared = self.config.mode == Mode::Packed && kind != SegmentKind::Data;
@@ -986,11 +1014,12 @@ impl Shared {
     /// instruction fetch.
     fn publish(&self, allocations: &[&Allocation]) -> Result<(), ArenaError> {
         let page = self.page;
+        if let Some(jit) = &self.jit {
+            self.commit_staged(jit, allocations)?;
+        }
         if self.config.mode == Mode::PageGranular {
-            for (kind, prot) in [
-                (SegmentKind::Code, Prot::ReadExecute),
-                (SegmentKind::ReadOnly, Prot::Read),
-            ] {
+            for &kind in self.protected_in_place() {
+                let prot = chunk::final_prot(kind);
                 let mut ranges: Vec<(usize, usize)> = allocations
                     .iter()
                     .filter_map(|a| a.segment(kind).pages(page))
@@ -1028,6 +1057,46 @@ impl Shared {
         Ok(())
     }
 
+    /// The classes whose pages are made writable to be written and protected again when
+    /// published: code and read-only data, or read-only data alone where code is staged.
+    fn protected_in_place(&self) -> &'static [SegmentKind] {
+        match self.jit {
+            None => &[SegmentKind::Code, SegmentKind::ReadOnly],
+            Some(_) => &[SegmentKind::ReadOnly],
+        }
+    }
+
+    /// Copies the staged code of `allocations` into their pages, on this thread, inside one
+    /// write bracket (`code_write.rs`).
+    fn commit_staged(
+        &self,
+        jit: &PerThreadJit,
+        allocations: &[&Allocation],
+    ) -> Result<(), ArenaError> {
+        let page = self.page;
+        let modules: Vec<code_write::Staged<'_>> = allocations
+            .iter()
+            .filter_map(|a| {
+                let (dst, held) = a.segment(SegmentKind::Code).pages(page)?;
+                Some(code_write::Staged {
+                    dst,
+                    held,
+                    bytes: &a.staging,
+                })
+            })
+            .collect();
+        let mut ranges: Vec<(usize, usize)> = modules.iter().map(|m| (m.dst, m.held)).collect();
+        coalesce(&mut ranges);
+        // SAFETY: the pages are these allocations' code pages, whose backends are sealed
+        // (no slice into them; they were never handed out: the linker wrote the staging
+        // buffers, each `size <= held` bytes); this thread runs nothing between opening
+        // and closing the bracket but the copies.
+        unsafe { code_write::commit(jit, &ranges, &modules) }.map_err(|(len, e)| {
+            classify::classify("make code pages writable for this thread", len as u64, e)
+                .for_request(allocations.iter().map(|a| a.requested()).sum())
+        })
+    }
+
     /// Gives an allocation's memory back. `undo`: it was never published (a failed load):
     /// restore exactly what allocating it changed.
     fn give_back(&self, allocation: Allocation, undo: bool) {
@@ -1050,8 +1119,8 @@ impl Shared {
                 .iter()
                 .zip(segments.iter_mut().zip(&mut ahead));
             for (kind, (seg, ahead)) in page_runs {
-                if *kind == SegmentKind::Data {
-                    continue; // always writable
+                if !self.protected_in_place().contains(kind) {
+                    continue; // always writable, or staged code (its pages never changed)
                 }
                 let resting = chunk::final_prot(*kind);
                 let prot = match seg.piece {
@@ -1153,7 +1222,7 @@ impl Shared {
             return;
         };
         let mut batch: Vec<(usize, Vec<Run>)> = Vec::new();
-        for kind in [SegmentKind::Code, SegmentKind::ReadOnly] {
+        for &kind in self.protected_in_place() {
             if let Some(region) = chunk.regions.get_mut(kind.index()) {
                 if let Some(runs) = region.runs.take_recyclable() {
                     batch.push((kind.index(), runs));
@@ -1394,6 +1463,162 @@ mod tests {
         }
         b.publish().expect("publish");
         (b, first)
+    }
+
+    /// With per-thread JIT memory (here its `mprotect` stand-in, `code_write::by_mprotect`)
+    /// the linker writes a buffer, not the code pages; publishing copies it in and zeroes
+    /// the rest of the pages (a reused page keeps nothing of its last module), the pages
+    /// stay read/execute outside the bracket, a failed load never touches them, and a
+    /// batch is committed together.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn staged_code_is_copied_into_its_pages_at_publish() {
+        use crate::icache::tests::returns;
+        use crate::mmap::tests::permissions;
+        let config = ArenaConfig {
+            class_bytes: 2 << 20,
+            ..ArenaConfig::default()
+        };
+        let arena = Arena::build_with(config, Some(code_write::by_mprotect::JIT));
+        let page = arena.page_size();
+        let layout = |code: usize| {
+            let request = |size: usize| SegmentRequest {
+                size: size as u64,
+                align: 16,
+            };
+            Layout::new([request(code), request(16), request(16)])
+        };
+        let write = |b: &mut ArenaBackend, code: &[u8]| {
+            let (target, _) = b.segment(SegmentKind::Code).expect("code");
+            let staging = b.segment_mut(SegmentKind::Code).expect("staging");
+            assert_ne!(staging.as_ptr() as usize, target, "a buffer, not the pages");
+            assert!(staging.iter().all(|&x| x == 0), "a zeroed buffer");
+            staging[..code.len()].copy_from_slice(code);
+            if let Some(ro) = b.segment_mut(SegmentKind::ReadOnly) {
+                ro.fill(1);
+            }
+            assert_eq!(permissions(target), "r-x", "never writable while written");
+            target
+        };
+        let call = |target: usize| {
+            // SAFETY: `target` is published code of this host returning a u32.
+            let f: extern "C" fn() -> u32 = unsafe { std::mem::transmute(target) };
+            f()
+        };
+        let page_bytes = |target: usize| {
+            // SAFETY: the page is mapped read/execute (readable) while its module lives.
+            unsafe { std::slice::from_raw_parts(target as *const u8, page) }.to_vec()
+        };
+        // A module filling its page (its code, then 0xa5 up to the page's end).
+        let mut first = arena.backend();
+        first.allocate(&layout(page)).expect("allocate");
+        let mut long = returns(17);
+        long.resize(page, 0xa5);
+        let target = write(&mut first, &long);
+        first.publish().expect("publish");
+        assert_eq!(call(target), 17);
+        assert_eq!(page_bytes(target), long);
+        drop(first); // pooled: the next one-page module takes the same page
+        let mut second = arena.backend();
+        let short = returns(42);
+        second.allocate(&layout(short.len())).expect("allocate");
+        assert_eq!(write(&mut second, &short), target, "the same page, reused");
+        second.publish().expect("publish");
+        assert_eq!(call(target), 42);
+        let bytes = page_bytes(target);
+        assert_eq!(&bytes[..short.len()], &short[..]);
+        assert!(bytes[short.len()..].iter().all(|&x| x == 0), "no 0xa5 left");
+        assert_eq!(permissions(target), "r-x");
+        // A failed load writes its buffer only. (Code only: giving fresh read-only pages
+        // back releases them, which would make the release probe that
+        // `the_release_probe_waits_for_the_first_release` counts.)
+        let mut failed = arena.backend();
+        let none = SegmentRequest { size: 0, align: 1 };
+        let code_only = Layout::new([
+            SegmentRequest {
+                size: page as u64,
+                align: 16,
+            },
+            none,
+            none,
+        ]);
+        failed.allocate(&code_only).expect("allocate");
+        let failed_target = write(&mut failed, &returns(99));
+        drop(failed);
+        assert!(page_bytes(failed_target).iter().all(|&x| x == 0));
+        // A batch: both modules committed by one publish.
+        let mut batch = arena
+            .allocate_batch(&[layout(short.len()), layout(short.len())])
+            .expect("batch");
+        let mut targets = Vec::new();
+        for (b, value) in batch.iter_mut().zip([5, 6]) {
+            b.allocate(&layout(short.len())).expect("allocate");
+            targets.push(write(b, &returns(value)));
+            b.publish().expect("sealed");
+        }
+        ArenaBackend::publish_all(&mut batch).expect("publish_all");
+        assert_eq!(targets.iter().map(|&t| call(t)).collect::<Vec<_>>(), [5, 6]);
+        assert_eq!(call(target), 42, "the earlier module is untouched");
+    }
+
+    #[cfg(target_os = "linux")]
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Staged code, over any sequence of loads (single or batched) and unloads: every
+        /// live module's code pages read its bytes, then zeros to the end of its pages,
+        /// whatever modules used them before; nothing the linker wrote reaches the pages
+        /// before `publish`. (Code only: see the failed load above on the release probe.)
+        #[test]
+        fn staged_code_pages_hold_exactly_their_module(
+            steps in proptest::collection::vec(
+                (proptest::collection::vec(1usize..9000, 1..3), proptest::num::u8::ANY, 0usize..4),
+                1..12,
+            )
+        ) {
+            let config = ArenaConfig {
+                class_bytes: 2 << 20,
+                ..ArenaConfig::default()
+            };
+            let arena = Arena::build_with(config, Some(code_write::by_mprotect::JIT));
+            let page = arena.page_size();
+            let none = SegmentRequest { size: 0, align: 1 };
+            let mut live: Vec<(ArenaBackend, Vec<u8>)> = Vec::new();
+            for (sizes, byte, drop_at) in steps {
+                let layouts: Vec<Layout> = sizes
+                    .iter()
+                    .map(|&size| Layout::new([SegmentRequest { size: size as u64, align: 16 }, none, none]))
+                    .collect();
+                let mut batch = if layouts.len() == 1 {
+                    vec![arena.backend()]
+                } else {
+                    arena.allocate_batch(&layouts).expect("batch")
+                };
+                let mut written = Vec::new();
+                for (i, (b, layout)) in batch.iter_mut().zip(&layouts).enumerate() {
+                    b.allocate(layout).expect("allocate");
+                    let bytes: Vec<u8> = (0..layout.get(SegmentKind::Code).size)
+                        .map(|j| byte.wrapping_add((i as u8).wrapping_mul(31)).wrapping_add(j as u8))
+                        .collect();
+                    b.segment_mut(SegmentKind::Code).expect("code").copy_from_slice(&bytes);
+                    written.push(bytes);
+                    b.publish().expect("publish or seal");
+                }
+                ArenaBackend::publish_all(&mut batch).expect("publish_all");
+                live.extend(batch.into_iter().zip(written));
+                if drop_at < live.len() {
+                    live.remove(drop_at);
+                }
+                for (b, bytes) in &live {
+                    let (target, size) = b.segment(SegmentKind::Code).expect("code");
+                    let held = size.next_multiple_of(page);
+                    // SAFETY: the module's code pages, mapped read/execute while it lives.
+                    let pages = unsafe { std::slice::from_raw_parts(target as *const u8, held) };
+                    proptest::prop_assert_eq!(&pages[..size], &bytes[..]);
+                    proptest::prop_assert!(pages[size..].iter().all(|&x| x == 0));
+                }
+            }
+        }
     }
 
     /// Until an arena of the process releases written pages, its free pages have never

@@ -15,7 +15,7 @@ pub(crate) use super::sys_posix::{
     address_space_limit, fork_generation, forks_begun, is_out_of_memory, map_file_at,
     map_private_aligned, page_size, protect, register_fork_hooks, unmap,
 };
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Reserves `len` bytes of address space: inaccessible, no commit charge, no pages.
 pub(crate) fn reserve(len: usize) -> Result<usize, i32> {
@@ -71,6 +71,9 @@ pub(crate) fn check_packed() -> Result<(), super::error::ArenaError> {
     Ok(())
 }
 
+/// Code pages are protected in place (`mprotect`): no per-thread JIT memory.
+pub(crate) const JIT: Option<super::sys_api::PerThreadJit> = None;
+
 /// A memfd of `len` bytes (sparse: no memory until written), that may be mapped executable,
 /// sealed at that size: no one (another process reaching it through `/proc/PID/fd` or
 /// `/proc/PID/map_files`, included) can shrink it under its mappings, which would kill the
@@ -82,27 +85,11 @@ pub(crate) fn check_packed() -> Result<(), super::error::ArenaError> {
 /// remains (see `Chunk::new`).
 pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
     // MFD_EXEC (Linux 6.3) asks for an executable memfd where `vm.memfd_noexec` would
-    // otherwise make it non-executable; older kernels reject the flag (EINVAL): retry
+    // otherwise make it non-executable; older kernels reject the flag (EINVAL): then
     // without it.
     const MFD_EXEC: libc::c_uint = 0x0010;
-    let name = c"elfjit-arena";
     let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-    // SAFETY: memfd_create with a constant NUL-terminated name creates a new descriptor.
-    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), flags | MFD_EXEC) };
-    if fd < 0 && errno() == libc::EINVAL {
-        // SAFETY: as above.
-        fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
-    }
-    if fd < 0 {
-        return Err(("memfd_create", errno()));
-    }
-    // SAFETY: `fd` is a fresh descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let size = libc::off_t::try_from(len).map_err(|_| ("ftruncate", libc::EOVERFLOW))?;
-    // SAFETY: sizing our own memfd.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
-        return Err(("ftruncate", errno()));
-    }
+    let fd = super::sys_posix::memfd_of_len(len, &[flags | MFD_EXEC, flags])?;
     let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
     // SAFETY: adding seals to our own memfd (created with MFD_ALLOW_SEALING).
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {

@@ -24,3 +24,32 @@ pub(crate) enum Advice {
     /// Fault the pages in for writing (free pages the next loads will write).
     PopulateWrite,
 }
+
+/// Code memory that each thread sees one way at a time, writable or executable (macOS on
+/// arm64, `MAP_JIT`): the mapping is made writable and executable once, and a thread
+/// switches its own view. Where a `sys` file gives one, the arena stages code
+/// (`code_write.rs`): the linker writes a heap buffer, and publishing copies it into the
+/// pages inside a write bracket on the publishing thread. Elsewhere code pages are
+/// protected in place (`sys::protect`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PerThreadJit {
+    /// Makes a new chunk's code region writable and executable in the mapping: once, when
+    /// the chunk is made; never changed afterwards.
+    pub open_region: unsafe fn(usize, usize) -> Result<(), i32>,
+    /// Makes `[addr, addr + len)` writable, and not executable, for the calling thread.
+    pub begin_write: unsafe fn(usize, usize) -> Result<(), i32>,
+    /// Makes it executable, and not writable, for the calling thread again.
+    pub end_write: unsafe fn(usize, usize) -> Result<(), i32>,
+    /// Lets the OS take back freed code pages, keeping the mapping: their contents may stay
+    /// (a staged publish writes every byte of the pages it holds).
+    pub discard: unsafe fn(usize, usize) -> Result<(), i32>,
+}
+
+/// What an OS layer without a dual-mapping primitive (Windows, macOS) says to packed mode.
+#[cfg(any(windows, target_os = "macos"))]
+pub(crate) fn packed_mode_unsupported() -> Result<(), super::error::ArenaError> {
+    Err(super::error::ArenaError::Unsupported {
+        feature: "packed mode (code mapped twice, writable and executable views)",
+        platform: crate::Platform::current(),
+    })
+}

@@ -18,7 +18,7 @@ pub(crate) use super::sys_posix::{
     address_space_limit, is_out_of_memory, map_file_at, map_private_aligned, page_size, protect,
     unmap,
 };
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 /// Reserves `len` bytes of inaccessible address space.
 pub(crate) fn reserve(len: usize) -> Result<usize, i32> {
@@ -71,20 +71,11 @@ pub(crate) fn check_packed() -> Result<(), super::error::ArenaError> {
 
 /// A memfd of `len` bytes, to be mapped twice.
 pub(crate) fn memfd(len: usize) -> Result<OwnedFd, (&'static str, i32)> {
-    // SAFETY: memfd_create with a constant NUL-terminated name creates a new descriptor.
-    let fd = unsafe { libc::memfd_create(c"elfjit-arena".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(("memfd_create", errno()));
-    }
-    // SAFETY: `fd` is a fresh descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let size = libc::off_t::try_from(len).map_err(|_| ("ftruncate", libc::EOVERFLOW))?;
-    // SAFETY: sizing our own memfd.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
-        return Err(("ftruncate", errno()));
-    }
-    Ok(fd)
+    super::sys_posix::memfd_of_len(len, &[libc::MFD_CLOEXEC])
 }
+
+/// Code pages are protected in place (`mprotect`): no per-thread JIT memory.
+pub(crate) const JIT: Option<super::sys_api::PerThreadJit> = None;
 
 pub(crate) use super::sys_posix::without_proc::*;
 pub(crate) use super::sys_posix::{fork_generation, forks_begun, register_fork_hooks};

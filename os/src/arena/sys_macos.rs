@@ -1,37 +1,51 @@
 //! macOS (aarch64 and x86_64): the arena's system calls.
 //!
 //! macOS gives `mmap`/`mprotect`/`munmap` (shared with Linux and FreeBSD in
-//! `sys_posix.rs`); a process without the hardened runtime may turn its own read/write
-//! pages read/execute with `mprotect`, which is what the page-granular arena does (never
-//! writable and executable at once). It lacks `memfd_create` (packed mode is
-//! [`ArenaError::Unsupported`](super::ArenaError::Unsupported): its two views would need
-//! `mach_vm_remap` of `MAP_JIT` memory, not written), `MADV_DONTFORK`, `MADV_NOHUGEPAGE`,
-//! `MADV_POPULATE_*` (refused: best effort), an `madvise` that discards contents (released
-//! pages are replaced by fresh anonymous ones) and `/proc` (no map count to report).
+//! `sys_posix.rs`), and on arm64 `MAP_JIT` memory with a per-thread switch
+//! (`pthread_jit_write_protect_np`). It lacks `memfd_create` (packed mode is
+//! [`ArenaError::Unsupported`](super::ArenaError::Unsupported)), `MADV_DONTFORK`,
+//! `MADV_NOHUGEPAGE`, `MADV_POPULATE_*` (refused: best effort), an `madvise` that discards
+//! contents (released pages are replaced by fresh anonymous ones) and `/proc` (no map count
+//! to report).
 //!
-//! Under the hardened runtime, executable memory needs an entitlement: either
-//! `com.apple.security.cs.allow-unsigned-executable-memory` for this `mprotect` scheme, or
-//! `com.apple.security.cs.allow-jit` for `MAP_JIT` memory, which is writable and
-//! executable at once but each thread sees it one way at a time
-//! (`pthread_jit_write_protect_np`): W^X is per thread there. The `MAP_JIT` scheme is not
-//! implemented yet (see docs/os-support.md).
+//! **arm64: `MAP_JIT`.** Every arena reservation is one `MAP_JIT` mapping, made
+//! inaccessible (`PROT_NONE`) as any reservation is; `MAP_JIT` cannot be placed inside an
+//! existing reservation (`MAP_FIXED` is refused with it), so the whole chunk is one. A new
+//! chunk's code region is then made read/write/execute once ([`PerThreadJit::open_region`]);
+//! the kernel refuses to change a `MAP_JIT` range's protection once it is
+//! read/write/execute, so it never is again, and freed code pages are given back with
+//! `MADV_FREE` (a staged publish writes every byte of the pages it takes). The read-only and
+//! data regions are ordinary protections of the same mapping and change as on Linux. Each
+//! thread sees the code region either writable or executable, never both
+//! (`pthread_jit_write_protect_np`): the arena stages code in a heap buffer and copies it
+//! into the pages on the publishing thread inside a write bracket (`code_write.rs`), then
+//! `sys_icache_invalidate`. Under the hardened runtime this needs the
+//! `com.apple.security.cs.allow-jit` entitlement; without the hardened runtime, none.
 //!
-//! Built (`cargo check --target aarch64-apple-darwin` and `x86_64-apple-darwin`), never
+//! **x86_64: `mprotect`.** `pthread_jit_write_protect_np` switches nothing on Intel Macs,
+//! so `MAP_JIT` pages would be writable and executable for every thread: the page-granular
+//! arena's read/write-then-read/execute scheme is used instead (never both at once), which
+//! under the hardened runtime needs `com.apple.security.cs.allow-unsigned-executable-memory`.
+//!
+//! Built (`cargo clippy --target aarch64-apple-darwin` and `x86_64-apple-darwin`), never
 //! run: no Mac ran this code.
 
-use super::error::ArenaError;
-use super::sys_api::{Advice, Prot};
+use super::sys_api::{Advice, PerThreadJit, Prot};
 pub(crate) use super::sys_posix::{
     address_space_limit, fork_generation, forks_begun, is_out_of_memory, map_private_aligned,
     page_size, protect, register_fork_hooks, unmap,
 };
-use crate::Platform;
 use std::os::fd::OwnedFd;
 
-/// Reserves `len` bytes of inaccessible address space.
+/// Reserves `len` bytes of inaccessible address space (on arm64 a `MAP_JIT` mapping).
 pub(crate) fn reserve(len: usize) -> Result<usize, i32> {
-    super::sys_posix::reserve_with(len, 0)
+    super::sys_posix::reserve_with(len, RESERVE_FLAGS)
 }
+
+#[cfg(target_arch = "aarch64")]
+const RESERVE_FLAGS: libc::c_int = libc::MAP_JIT;
+#[cfg(not(target_arch = "aarch64"))]
+const RESERVE_FLAGS: libc::c_int = 0;
 
 /// Reserves `len` bytes aligned to `align` (a power of two, at least a page); on failure,
 /// the size asked for and the errno.
@@ -64,11 +78,72 @@ pub(crate) unsafe fn release(
 
 /// Packed mode needs a shared-memory object mapped twice, one view executable: not on
 /// macOS.
-pub(crate) fn check_packed() -> Result<(), ArenaError> {
-    Err(ArenaError::Unsupported {
-        feature: "packed mode (code mapped twice, writable and executable views)",
-        platform: Platform::MacOs,
-    })
+pub(crate) use super::sys_api::packed_mode_unsupported as check_packed;
+
+/// arm64: the code region is `MAP_JIT` memory, written on the publishing thread only.
+#[cfg(target_arch = "aarch64")]
+pub(crate) const JIT: Option<PerThreadJit> = Some(PerThreadJit {
+    open_region: jit::open_region,
+    begin_write: jit::begin_write,
+    end_write: jit::end_write,
+    discard: jit::discard,
+});
+
+/// x86_64: code pages are protected in place (`mprotect`).
+#[cfg(not(target_arch = "aarch64"))]
+pub(crate) const JIT: Option<PerThreadJit> = None;
+
+/// The calls behind [`JIT`] on arm64.
+#[cfg(target_arch = "aarch64")]
+mod jit {
+    /// Makes `[addr, addr + len)` (part of a `MAP_JIT` reservation, inaccessible until now)
+    /// read/write/execute; `ENOTSUP` where the per-thread switch is missing.
+    ///
+    /// # Safety
+    /// The range is a new chunk's code region, which nothing uses.
+    pub(super) unsafe fn open_region(addr: usize, len: usize) -> Result<(), i32> {
+        // SAFETY: a query without arguments.
+        if unsafe { libc::pthread_jit_write_protect_supported_np() } == 0 {
+            return Err(libc::ENOTSUP);
+        }
+        let prot = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+        // SAFETY: the caller owns the range; it is `MAP_JIT` memory, where read/write/execute
+        // is allowed (and seen one way at a time per thread).
+        if unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) } != 0 {
+            return Err(super::super::sys_posix::errno());
+        }
+        Ok(())
+    }
+
+    /// The calling thread sees `MAP_JIT` memory writable, not executable (all of it: the
+    /// switch is per thread, not per range).
+    ///
+    /// # Safety
+    /// Until [`end_write`], this thread runs no code from `MAP_JIT` memory.
+    pub(super) unsafe fn begin_write(_addr: usize, _len: usize) -> Result<(), i32> {
+        // SAFETY: changes only this thread's view of MAP_JIT memory (the caller's contract).
+        unsafe { libc::pthread_jit_write_protect_np(0) };
+        Ok(())
+    }
+
+    /// The calling thread sees `MAP_JIT` memory executable, not writable, again.
+    ///
+    /// # Safety
+    /// No reference into `MAP_JIT` memory that this thread writes through outlives it.
+    pub(super) unsafe fn end_write(_addr: usize, _len: usize) -> Result<(), i32> {
+        // SAFETY: changes only this thread's view of MAP_JIT memory.
+        unsafe { libc::pthread_jit_write_protect_np(1) };
+        Ok(())
+    }
+
+    /// `MADV_FREE`: the OS may take the pages back; they read as before or as zero.
+    ///
+    /// # Safety
+    /// The caller owns the range and nothing needs its contents.
+    pub(super) unsafe fn discard(addr: usize, len: usize) -> Result<(), i32> {
+        // SAFETY: see the function's contract.
+        unsafe { super::super::sys_posix::madvise(addr, len, libc::MADV_FREE) }
+    }
 }
 
 /// Never called: [`check_packed`] refuses packed mode first.

@@ -116,6 +116,36 @@ pub(crate) unsafe fn map_file_at(
     }
 }
 
+/// A memfd of `len` bytes (Linux, FreeBSD 13): `memfd_create` with the first of
+/// `flag_choices` the kernel accepts (a later one is tried when an older kernel rejects a
+/// flag with `EINVAL`), sized with `ftruncate`. On failure, the step and the errno.
+#[cfg(not(target_os = "macos"))]
+pub(crate) fn memfd_of_len(
+    len: usize,
+    flag_choices: &[libc::c_uint],
+) -> Result<OwnedFd, (&'static str, i32)> {
+    use std::os::fd::FromRawFd;
+    let mut fd = -1;
+    for &flags in flag_choices {
+        // SAFETY: memfd_create with a constant NUL-terminated name creates a new descriptor.
+        fd = unsafe { libc::memfd_create(c"elfjit-arena".as_ptr(), flags) };
+        if fd >= 0 || errno() != libc::EINVAL {
+            break;
+        }
+    }
+    if fd < 0 {
+        return Err(("memfd_create", errno()));
+    }
+    // SAFETY: `fd` is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let size = libc::off_t::try_from(len).map_err(|_| ("ftruncate", libc::EOVERFLOW))?;
+    // SAFETY: sizing our own memfd.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
+        return Err(("ftruncate", errno()));
+    }
+    Ok(fd)
+}
+
 /// Replaces `[addr, addr + len)` with fresh private anonymous pages (they read as zero)
 /// of protection `prot`, with the OS's `extra` map flags: how an OS whose `madvise` does
 /// not discard contents releases pages (Linux's does: unused there).

@@ -11,15 +11,13 @@
 //! an aligned one is found by reserving, releasing and reserving again at the aligned
 //! address), the packed arena's two views of one memory at chosen addresses (that needs
 //! `VirtualAlloc2` placeholders and `MapViewOfFile3`, not written: packed mode is
-//! [`ArenaError::Unsupported`]), advice (`MADV_*`: refused, best effort), `fork` (the fork
+//! [`ArenaError::Unsupported`](super::ArenaError::Unsupported)), advice (`MADV_*`: refused, best effort), `fork` (the fork
 //! generation never changes), and map-count or address-space limits to report.
 //!
 //! Errors are `GetLastError` codes, which `std::io::Error::from_raw_os_error` names on
 //! Windows.
 
-use super::error::ArenaError;
 use super::sys_api::{Advice, Prot};
-use crate::Platform;
 use std::os::windows::io::OwnedHandle;
 use windows_sys::Win32::Foundation::{
     GetLastError, ERROR_COMMITMENT_LIMIT, ERROR_NOT_ENOUGH_MEMORY, ERROR_NOT_SUPPORTED,
@@ -210,12 +208,10 @@ pub(crate) unsafe fn unmap(addr: usize, _len: usize) {
 }
 
 /// Packed mode needs one memory mapped twice at chosen addresses: not written for Windows.
-pub(crate) fn check_packed() -> Result<(), ArenaError> {
-    Err(ArenaError::Unsupported {
-        feature: "packed mode (code mapped twice, writable and executable views)",
-        platform: Platform::Windows,
-    })
-}
+pub(crate) use super::sys_api::packed_mode_unsupported as check_packed;
+
+/// Code pages are protected in place (`VirtualProtect`): no per-thread JIT memory.
+pub(crate) const JIT: Option<super::sys_api::PerThreadJit> = None;
 
 /// Never called: [`check_packed`] refuses packed mode first.
 pub(crate) fn memfd(_len: usize) -> Result<OwnedHandle, (&'static str, i32)> {
