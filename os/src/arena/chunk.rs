@@ -27,6 +27,7 @@
 //! rewrite or truncate the code.
 
 use super::classify::classify;
+use super::code_write;
 use super::error::ArenaError;
 use super::pages::{PageRuns, Run};
 use super::slab::Slabs;
@@ -96,10 +97,18 @@ pub(crate) fn reservation_len(mode: Mode, [code, ro, data]: [usize; 3]) -> Optio
     views.checked_add(data)
 }
 
-/// Reserves `len` bytes aligned to `align` (a power of two, at least a page).
-fn reserve_aligned(len: usize, align: usize) -> Result<usize, ArenaError> {
-    sys::reserve_aligned(len, align)
-        .map_err(|(size, e)| classify("reserve address space", size as u64, e))
+/// Reserves `len` bytes aligned to `align` (a power of two, at least a page); with `jit`,
+/// the OS's per-thread JIT memory (the whole reservation is: see `sys_macos.rs`), whose
+/// refusal is [`ArenaError::JitUnavailable`].
+fn reserve_aligned(
+    len: usize,
+    align: usize,
+    jit: Option<&PerThreadJit>,
+) -> Result<usize, ArenaError> {
+    sys::reserve_aligned(len, align).map_err(|(size, e)| match jit {
+        Some(jit) => code_write::refused(jit.reserve_step, size as u64, e),
+        None => classify("reserve address space", size as u64, e),
+    })
 }
 
 /// Best effort: a huge page would commit 2 MiB for one small module's data.
@@ -140,7 +149,7 @@ impl Chunk {
                 size: len as u64,
             });
         }
-        let base = reserve_aligned(len, align)?;
+        let base = reserve_aligned(len, align, jit.as_ref())?;
         let mut chunk = Chunk {
             base,
             len,
@@ -174,13 +183,14 @@ impl Chunk {
                 code.jit = jit;
                 for region in &chunk.regions {
                     // SAFETY: each region lies in the reservation just made; nothing uses it.
-                    let made = unsafe {
+                    unsafe {
                         match region.jit {
-                            Some(jit) => (jit.open_region)(region.writer, region.bytes),
-                            None => sys::protect(region.writer, region.bytes, region.rest),
+                            Some(jit) => (jit.open_region)(region.writer, region.bytes)
+                                .map_err(|e| code_write::refused(jit.open_step, requested, e)),
+                            None => sys::protect(region.writer, region.bytes, region.rest)
+                                .map_err(|e| classify("protect a new chunk", requested, e)),
                         }
-                    };
-                    made.map_err(|e| classify("protect a new chunk", requested, e))?;
+                    }?;
                 }
             }
             Mode::Packed => {

@@ -12,10 +12,33 @@
 //! that panics); the bracket is ended on every path out, unwinding included, and the
 //! instruction cache is flushed after it ends.
 //!
+//! When the OS refuses such memory (on macOS the hardened runtime without the
+//! `com.apple.security.cs.allow-jit` entitlement: `mmap(MAP_JIT)` fails with `EPERM` or
+//! `EINVAL`), the load fails with [`ArenaError::JitUnavailable`] naming the call and the
+//! entitlement ([`refused`]); no other scheme is tried, since every process the OS lets
+//! protect anonymous pages executable in place is also let map `MAP_JIT` memory
+//! (docs/os-support.md).
+//!
 //! This logic is the same on every OS and is tested on Linux with a [`PerThreadJit`] made
-//! of `mprotect` calls (read/write, then read/execute) over the bracket's pages.
+//! of `mprotect` calls (read/write, then read/execute) over the bracket's pages. The arena
+//! and `MmapBackend` both write code through it.
 
+use super::classify::classify;
+use super::error::ArenaError;
+use super::sys;
 use super::sys_api::PerThreadJit;
+
+/// The error for a refused `step` of making per-thread JIT memory (one of the OS's
+/// [`PerThreadJit::reserve_step`] / [`PerThreadJit::open_step`]) of `size` bytes: a limit
+/// reached is that limit ([`classify`]); any other errno is the OS not giving this process
+/// such memory.
+pub(crate) fn refused(step: &'static str, size: u64, errno: i32) -> ArenaError {
+    if sys::is_out_of_memory(errno) {
+        classify(step, size, errno)
+    } else {
+        ArenaError::JitUnavailable { step, errno }
+    }
+}
 
 /// The stretch in which the calling thread sees some code pages writable: opened over
 /// `ranges` by [`WriteBracket::open`], ended by [`WriteBracket::close`] or, on any other
@@ -142,6 +165,8 @@ pub(crate) mod by_mprotect {
         begin_write: read_write,
         end_write: read_execute,
         discard,
+        reserve_step: "reserve code memory (the Linux stand-in: mmap)",
+        open_step: "make code memory read/execute (the Linux stand-in: mprotect)",
     };
 }
 
@@ -156,6 +181,28 @@ mod tests {
         // SAFETY: the page just reserved, which nothing uses.
         unsafe { (by_mprotect::JIT.open_region)(base, page) }.expect("open");
         (base, page)
+    }
+
+    /// A refusal is the OS's step and errno; running out of memory stays a limit reached.
+    #[test]
+    fn a_refusal_names_the_step_and_a_limit_stays_a_limit() {
+        let step = by_mprotect::JIT.reserve_step;
+        for errno in [libc::EPERM, libc::EINVAL, libc::EACCES, libc::ENOTSUP] {
+            let e = refused(step, 4096, errno);
+            assert_eq!(e, ArenaError::JitUnavailable { step, errno });
+            let text = e.to_string();
+            assert!(text.contains(step), "{text}");
+            let backend = elfjit_core::BackendError::from(e);
+            assert_eq!((backend.op, backend.code), (step, errno));
+        }
+        assert!(matches!(
+            refused(step, 4096, libc::ENOMEM),
+            ArenaError::Exhausted {
+                errno: libc::ENOMEM,
+                requested: 4096,
+                ..
+            }
+        ));
     }
 
     /// Inside the bracket the pages are writable (and not executable); after it, and

@@ -53,6 +53,12 @@ pub enum ArenaError {
         feature: &'static str,
         platform: crate::Platform,
     },
+    /// The OS refused the per-thread JIT memory code runs from where the arena needs it
+    /// (macOS on arm64: `MAP_JIT`, which the hardened runtime allows only with the
+    /// `com.apple.security.cs.allow-jit` entitlement): `step` names the call that failed and
+    /// what the process needs for it, `errno` is the OS error. No other scheme is tried
+    /// (docs/os-support.md says why).
+    JitUnavailable { step: &'static str, errno: i32 },
     /// A system call failed for a reason other than a limit.
     Os {
         op: &'static str,
@@ -117,6 +123,11 @@ impl fmt::Display for ArenaError {
             ArenaError::Unsupported { feature, platform } => {
                 write!(f, "code arena: {feature} is not supported on {platform}")
             }
+            ArenaError::JitUnavailable { step, errno } => write!(
+                f,
+                "code arena: executable memory is refused: failed to {step}: {}",
+                std::io::Error::from_raw_os_error(errno)
+            ),
             ArenaError::Os { op, size, errno } => {
                 write!(
                     f,
@@ -161,6 +172,7 @@ impl From<ArenaError> for BackendError {
                 BackendError::new("allocate (packed arena used after fork)", 0, 0)
             }
             ArenaError::Unsupported { feature, .. } => BackendError::new(feature, 0, 0),
+            ArenaError::JitUnavailable { step, errno } => BackendError::new(step, 0, errno),
             ArenaError::Os { op, size, errno } => BackendError::new(op, size, errno),
             ArenaError::BadRequest { what, size } => BackendError::new(what, size, 0),
             ArenaError::TooLarge { size, .. } => {

@@ -45,7 +45,7 @@
 mod backend;
 mod chunk;
 mod classify;
-mod code_write;
+pub(crate) mod code_write;
 mod error;
 mod pages;
 mod probe;

@@ -43,6 +43,12 @@ pub(crate) struct PerThreadJit {
     /// Lets the OS take back freed code pages, keeping the mapping: their contents may stay
     /// (a staged publish writes every byte of the pages it holds).
     pub discard: unsafe fn(usize, usize) -> Result<(), i32>,
+    /// What reserving such memory is, said as the step that failed when the OS refuses it
+    /// ([`ArenaError::JitUnavailable`](super::ArenaError::JitUnavailable)): the call, and
+    /// what a process needs for it to be allowed.
+    pub reserve_step: &'static str,
+    /// The same for [`open_region`](Self::open_region).
+    pub open_step: &'static str,
 }
 
 /// What an OS layer without a dual-mapping primitive (Windows, macOS) says to packed mode.

@@ -22,6 +22,30 @@
 //! `sys_icache_invalidate`. Under the hardened runtime this needs the
 //! `com.apple.security.cs.allow-jit` entitlement; without the hardened runtime, none.
 //!
+//! **A refused `MAP_JIT`.** Without the entitlement the reservation fails (XNU's `mmap`:
+//! `EPERM` where the code-signing monitor denies it, `EINVAL` where the MAC policy does;
+//! with `com.apple.security.cs.single-jit`, `EINVAL` from the second `MAP_JIT` mapping on,
+//! which the arena's second chunk is). The load then fails with
+//! [`ArenaError::JitUnavailable`](super::ArenaError::JitUnavailable) naming the call and the
+//! entitlement ([`PerThreadJit::reserve_step`]); out of memory stays
+//! [`ArenaError::Exhausted`](super::ArenaError::Exhausted). No fallback to the `mprotect`
+//! scheme: the hardened runtime's entitlements are a cascade (`allow-jit`, then
+//! `allow-unsigned-executable-memory`, then `disable-executable-page-protection`, each
+//! allowing what the one before it does), so a process refused `MAP_JIT` is refused
+//! unsigned executable pages too, and would be killed running them rather than told.
+//!
+//! **Releasing read-only and data pages** replaces them with a fresh anonymous mapping
+//! (`mmap(MAP_FIXED)` without `MAP_JIT`) inside the chunk's `MAP_JIT` reservation. XNU
+//! allows it (read in xnu-11417.101.15): `mmap` refuses `MAP_FIXED` only together with
+//! `MAP_JIT` (bsd/kern/kern_mman.c:399-408, `if (flags & MAP_JIT) { if ((flags &
+//! MAP_FIXED) || ... return EINVAL;`); `MAP_FIXED` becomes `vmf_overwrite` (:705-719),
+//! which `vm_map_enter` serves by `vm_map_delete(..., VM_MAP_REMOVE_TO_OVERWRITE ...)` of
+//! the old entries (osfmk/vm/vm_map.c:2476-2499), and `vm_map_delete` refuses only
+//! permanent submap entries (:8344), never `used_for_jit` ones; the `used_for_jit` refusal
+//! in `vm_map_entry_is_overwritable` (:9212) serves only `vm_map_copy_overwrite*`
+//! (`mach_vm_write`/`vm_copy`), not `mmap`. The new pages are never executable, so the
+//! W^X check (:2907-2925) does not concern them. Not run on a Mac.
+//!
 //! **x86_64: `mprotect`.** `pthread_jit_write_protect_np` switches nothing on Intel Macs,
 //! so `MAP_JIT` pages would be writable and executable for every thread: the page-granular
 //! arena's read/write-then-read/execute scheme is used instead (never both at once), which
@@ -87,6 +111,12 @@ pub(crate) const JIT: Option<PerThreadJit> = Some(PerThreadJit {
     begin_write: jit::begin_write,
     end_write: jit::end_write,
     discard: jit::discard,
+    reserve_step: "reserve code memory with mmap(MAP_JIT), which the hardened runtime allows \
+        only with the com.apple.security.cs.allow-jit entitlement (and, with \
+        com.apple.security.cs.single-jit, once per process: elfjit maps one MAP_JIT region \
+        per 2 MiB-aligned chunk and per MmapBackend image)",
+    open_step: "make MAP_JIT code memory read/write/execute with mprotect (ENOTSUP: \
+        pthread_jit_write_protect_supported_np says this Mac has no per-thread write switch)",
 });
 
 /// x86_64: code pages are protected in place (`mprotect`).
