@@ -5,9 +5,16 @@
 //! an mmap, up to three mprotects and a munmap, and one to three VMAs while it lives (on
 //! Windows: a reservation committed at once, `VirtualProtect`s and a `MEM_RELEASE`; the
 //! calls are the arena's OS layer, `arena::sys`).
+//!
+//! Where the OS gives per-thread JIT memory instead (macOS on arm64, `MAP_JIT`), the image
+//! is one such reservation: its code pages are made read/write/execute once and never
+//! protected again, the linker writes the code into a heap buffer, and `publish` copies it
+//! in inside a write bracket on the publishing thread (`arena/code_write.rs`, which the
+//! arena shares); the other segments are protected as above.
 
+use crate::arena::code_write;
 use crate::arena::sys;
-use crate::arena::sys_api::Prot;
+use crate::arena::sys_api::{PerThreadJit, Prot};
 use crate::icache;
 use elfjit_core::{BackendError, Layout, MemoryBackend, Placement, Protection, SegmentKind};
 use std::ptr::NonNull;
@@ -16,6 +23,11 @@ use std::ptr::NonNull;
 pub struct MmapBackend {
     mapping: Option<Mapping>,
     page_size: u64,
+    /// Per-thread JIT memory for code (`sys::JIT`): code is written to `staging` and
+    /// copied into its pages at publish.
+    jit: Option<PerThreadJit>,
+    /// The code segment's bytes while they are written, with `jit`. Empty otherwise.
+    staging: Vec<u8>,
 }
 
 /// The mapping and where each segment lies in it.
@@ -51,9 +63,17 @@ fn prot(protection: Protection) -> Prot {
 impl MmapBackend {
     /// A backend with no mapping yet, using the system page size.
     pub fn new() -> MmapBackend {
+        MmapBackend::with_jit(sys::JIT)
+    }
+
+    /// A backend whose code is per-thread JIT memory if `jit` is given (the OS's, or the
+    /// tests' `mprotect` stand-in).
+    pub(crate) fn with_jit(jit: Option<PerThreadJit>) -> MmapBackend {
         MmapBackend {
             mapping: None,
             page_size: sys::page_size() as u64,
+            jit,
+            staging: Vec::new(),
         }
     }
 
@@ -77,6 +97,45 @@ impl MmapBackend {
     fn map_aligned(&self, len: usize, align: usize) -> Result<NonNull<u8>, BackendError> {
         let start =
             sys::map_private_aligned(len, align).map_err(|(size, e)| os_error("mmap", size, e))?;
+        NonNull::new(start as *mut u8).ok_or(BackendError::new("mmap", len as u64, 0))
+    }
+
+    /// Reserves `len` bytes of per-thread JIT memory starting at a multiple of `align`,
+    /// `segments` (offset, size) of it made ready: code read/write/execute for good (written
+    /// at publish), the others read/write. A refusal names the OS's step.
+    fn map_jit(
+        jit: &PerThreadJit,
+        len: usize,
+        align: usize,
+        segments: &[(usize, usize); 3],
+        page: usize,
+    ) -> Result<NonNull<u8>, BackendError> {
+        let start = sys::reserve_aligned(len, align)
+            .map_err(|(size, e)| code_write::refused(jit.reserve_step, size as u64, e))
+            .map_err(BackendError::from)?;
+        for (kind, &(offset, size)) in SegmentKind::ALL.into_iter().zip(segments) {
+            if size == 0 {
+                continue;
+            }
+            let (addr, mapped) = (start + offset, size.next_multiple_of(page));
+            // SAFETY: the segment's pages lie in the reservation just made (offsets and
+            // sizes from the layout that sized it), which nothing uses.
+            let made = unsafe {
+                if kind == SegmentKind::Code {
+                    (jit.open_region)(addr, mapped).map_err(|e| {
+                        BackendError::from(code_write::refused(jit.open_step, mapped as u64, e))
+                    })
+                } else {
+                    sys::protect(addr, mapped, Prot::ReadWrite)
+                        .map_err(|e| os_error("mprotect", mapped, e))
+                }
+            };
+            if let Err(e) = made {
+                // SAFETY: the reservation just made; nothing refers to it.
+                unsafe { sys::unmap(start, len) };
+                return Err(e);
+            }
+        }
         NonNull::new(start as *mut u8).ok_or(BackendError::new("mmap", len as u64, 0))
     }
 }
@@ -117,15 +176,24 @@ impl MemoryBackend for MmapBackend {
             .ok()
             .filter(|a| a.is_power_of_two())
             .ok_or(BackendError::new("allocate (alignment)", size, 0))?;
-        let start = self.map_aligned(len, align)?;
-        let mut placed = [(0usize, 0usize); 3];
+        // In range: every segment lies inside `size` bytes, and `size` fits a usize.
+        let placed = segments.map(|segment| (segment.offset as usize, segment.size as usize));
+        let start = match &self.jit {
+            None => self.map_aligned(len, align)?,
+            Some(jit) => MmapBackend::map_jit(jit, len, align, &placed, self.page_size as usize)?,
+        };
         let mut targets = [0u64; 3];
-        for ((slot, target), segment) in placed.iter_mut().zip(&mut targets).zip(&segments) {
-            // In range: every segment lies inside `size` bytes, and `size` fits a usize.
-            *slot = (segment.offset as usize, segment.size as usize);
+        for (target, segment) in targets.iter_mut().zip(&segments) {
             if segment.size != 0 {
                 *target = start.as_ptr() as u64 + segment.offset;
             }
+        }
+        if self.jit.is_some() {
+            // Written here by the linker; publishing fills every byte of the code pages.
+            let code = placed
+                .get(SegmentKind::Code.index())
+                .map_or(0, |&(_, size)| size);
+            self.staging = vec![0; code];
         }
         self.mapping = Some(Mapping {
             start,
@@ -141,6 +209,9 @@ impl MemoryBackend for MmapBackend {
         let &(offset, size) = mapping.segments.get(kind.index())?;
         if size == 0 {
             return None;
+        }
+        if kind == SegmentKind::Code && self.jit.is_some() {
+            return Some(&mut self.staging);
         }
         // SAFETY: `offset + size` lies inside the mapping (computed by `allocate` from the
         // same layout), the pages are read/write until `publish` (which sets `published`,
@@ -165,6 +236,10 @@ impl MemoryBackend for MmapBackend {
         // over pages that may already be executable.
         mapping.published = true;
         let page = self.page_size as usize;
+        if let Some(jit) = &self.jit {
+            let staged = std::mem::take(&mut self.staging);
+            commit_staged(jit, mapping, &staged, page)?;
+        }
         for kind in SegmentKind::ALL {
             let Some(&(offset, size)) = mapping.segments.get(kind.index()) else {
                 continue;
@@ -177,9 +252,13 @@ impl MemoryBackend for MmapBackend {
             // `allocate`); no slice into it outlives a `segment_mut` borrow, and
             // `published` is set, so none will be made after this protection change.
             let start = unsafe { mapping.start.as_ptr().add(offset) };
-            // SAFETY: as above: our own page-aligned range.
-            unsafe { sys::protect(start as usize, mapped, prot(kind.protection())) }
-                .map_err(|e| os_error("mprotect", mapped, e))?;
+            // Per-thread JIT code pages stay read/write/execute (the OS refuses changing
+            // them): each thread sees them executable outside a write bracket.
+            if !(kind == SegmentKind::Code && self.jit.is_some()) {
+                // SAFETY: as above: our own page-aligned range.
+                unsafe { sys::protect(start as usize, mapped, prot(kind.protection())) }
+                    .map_err(|e| os_error("mprotect", mapped, e))?;
+            }
             if kind == SegmentKind::Code {
                 // SAFETY: `[start, start + size)` is this image's code, written above and
                 // now read/execute; nothing else is writing it.
@@ -190,6 +269,35 @@ impl MemoryBackend for MmapBackend {
         }
         Ok(())
     }
+}
+
+/// Copies `staged` (the image's code) into its pages, inside a write bracket on this
+/// thread, zeroing the rest of them.
+fn commit_staged(
+    jit: &PerThreadJit,
+    mapping: &Mapping,
+    staged: &[u8],
+    page: usize,
+) -> Result<(), BackendError> {
+    let Some(&(offset, size)) = mapping.segments.get(SegmentKind::Code.index()) else {
+        return Ok(());
+    };
+    if size == 0 {
+        return Ok(());
+    }
+    let dst = mapping.start.as_ptr() as usize + offset;
+    let held = size.next_multiple_of(page);
+    let module = [code_write::Staged {
+        dst,
+        held,
+        bytes: staged,
+    }];
+    // SAFETY: `[dst, dst + held)` is this image's code pages, per-thread JIT memory made by
+    // `allocate` (`staged` is `size <= held` bytes); no slice into them was ever handed
+    // out (the linker wrote `staged`), and this thread runs nothing inside the bracket but
+    // the copy.
+    unsafe { code_write::commit(jit, &[(dst, held)], &module) }
+        .map_err(|(len, e)| os_error("make code pages writable for this thread", len, e))
 }
 
 impl Drop for MmapBackend {
@@ -268,6 +376,45 @@ pub(crate) mod tests {
         assert_eq!(unsafe { *(data as *const u8).add(2) }, 7);
         assert!(b.publish().is_err());
         assert!(b.allocate(&layout).is_err());
+    }
+
+    /// With per-thread JIT memory (here its `mprotect` stand-in): the code pages are
+    /// executable and untouched while the linker writes the staging buffer, hold its bytes
+    /// then zeros once published, and the other segments are protected as without it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn staged_code_is_copied_in_at_publish() {
+        let mut b = MmapBackend::with_jit(Some(crate::arena::code_write::by_mprotect::JIT));
+        let page = b.page_size();
+        let layout = Layout::new([request(10, 16), request(3, 8), request(3, 1)]);
+        let placement = b.allocate(&layout).expect("mmap");
+        let code = placement.target(SegmentKind::Code) as usize;
+        let data = placement.target(SegmentKind::Data) as usize;
+        assert_eq!(permissions(code), "r-x", "never writable in place");
+        assert!(b.zero_filled());
+        let staged = b.segment_mut(SegmentKind::Code).expect("code");
+        assert_eq!(staged.len(), 10);
+        assert!(staged.iter().all(|&x| x == 0));
+        assert_ne!(staged.as_ptr() as usize, code, "a buffer, not the pages");
+        staged[..3].copy_from_slice(&[0xc3, 1, 2]);
+        b.segment_mut(SegmentKind::Data).expect("data")[0] = 7;
+        // SAFETY: the code page is mapped readable.
+        assert_eq!(
+            unsafe { *(code as *const u8) },
+            0,
+            "not copied before publish"
+        );
+        b.publish().expect("publish");
+        assert!(b.segment_mut(SegmentKind::Code).is_none(), "sealed");
+        // SAFETY: the code page is mapped readable, one page long.
+        let bytes = unsafe { std::slice::from_raw_parts(code as *const u8, page as usize) };
+        assert_eq!(&bytes[..4], [0xc3, 1, 2, 0]);
+        assert!(bytes[3..].iter().all(|&x| x == 0));
+        assert_eq!(permissions(code), "r-x");
+        assert!(!permissions(placement.target(SegmentKind::ReadOnly) as usize).contains('w'));
+        assert_eq!(permissions(data), "rw-");
+        // SAFETY: the data segment is mapped read/write.
+        assert_eq!(unsafe { *(data as *const u8) }, 7);
     }
 
     #[test]
