@@ -176,21 +176,7 @@ mod tests {
     /// returns what it printed; it must succeed.
     #[cfg(target_arch = "x86_64")]
     fn run_seccomp_child(refuse: &str) -> String {
-        let exe = std::env::current_exe().expect("test binary");
-        let out = std::process::Command::new(exe)
-            .args(["--exact", "icache_linux::tests::seccomp_child", "--ignored"])
-            .args(["--nocapture", "--test-threads=1"])
-            .env(REFUSE, refuse)
-            .output()
-            .expect("start the child");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "child refusing {refuse}: {}\n{text}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
+        crate::test_seccomp::run_child("icache_linux::tests::seccomp_child", REFUSE, refuse)
     }
 
     /// The real probe, with the kernel refusing through a seccomp filter: the fallback is
@@ -234,19 +220,7 @@ mod tests {
     /// membarrier with `command` (any command if `None`) fail with `errno`.
     #[cfg(target_arch = "x86_64")]
     fn refuse_membarrier(command: Option<libc::c_int>, errno: i32) {
-        let stmt = |code: u32, k: u32| libc::sock_filter {
-            code: code as u16,
-            jt: 0,
-            jf: 0,
-            k,
-        };
-        let jump_unless = |k: u32, skip: u8| libc::sock_filter {
-            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-            jt: 0,
-            jf: skip,
-            k,
-        };
-        let load_word = |offset: u32| stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset);
+        use crate::test_seccomp::{install, jump_unless, load_word, stmt};
         // seccomp_data: nr at 0, args[0] at 16 (its low half first on little-endian x86_64).
         let mut program = vec![load_word(0)];
         match command {
@@ -262,21 +236,6 @@ mod tests {
             libc::SECCOMP_RET_ERRNO | errno as u32,
         ));
         program.push(stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW));
-        let fprog = libc::sock_fprog {
-            len: program.len() as u16,
-            filter: program.as_mut_ptr(),
-        };
-        // SAFETY: PR_SET_NO_NEW_PRIVS takes integers only.
-        let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-        assert_eq!(r, 0, "no_new_privs: {}", std::io::Error::last_os_error());
-        // SAFETY: `fprog` points at `program`, alive for the call; the kernel copies it.
-        let r = unsafe {
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &fprog as *const libc::sock_fprog,
-            )
-        };
-        assert_eq!(r, 0, "seccomp: {}", std::io::Error::last_os_error());
+        install(program);
     }
 }

@@ -252,8 +252,8 @@ impl MemoryBackend for MmapBackend {
             // `allocate`); no slice into it outlives a `segment_mut` borrow, and
             // `published` is set, so none will be made after this protection change.
             let start = unsafe { mapping.start.as_ptr().add(offset) };
-            // Per-thread JIT code pages stay read/write/execute (the OS refuses changing
-            // them): each thread sees them executable outside a write bracket.
+            // Per-thread JIT code pages stay read/write/execute, never reprotected
+            // (docs/os-support.md): each thread sees them executable outside a bracket.
             if !(kind == SegmentKind::Code && self.jit.is_some()) {
                 // SAFETY: as above: our own page-aligned range.
                 unsafe { sys::protect(start as usize, mapped, prot(kind.protection())) }
@@ -385,33 +385,36 @@ pub(crate) mod tests {
     #[test]
     fn staged_code_is_copied_in_at_publish() {
         let mut b = MmapBackend::with_jit(Some(crate::arena::code_write::by_mprotect::JIT));
-        let page = b.page_size();
-        let layout = Layout::new([request(10, 16), request(3, 8), request(3, 1)]);
+        let page = b.page_size() as usize;
+        let layout = Layout::new([request(16, 16), request(3, 8), request(3, 1)]);
         let placement = b.allocate(&layout).expect("mmap");
         let code = placement.target(SegmentKind::Code) as usize;
         let data = placement.target(SegmentKind::Data) as usize;
         assert_eq!(permissions(code), "r-x", "never writable in place");
         assert!(b.zero_filled());
         let staged = b.segment_mut(SegmentKind::Code).expect("code");
-        assert_eq!(staged.len(), 10);
+        assert_eq!(staged.len(), 16);
         assert!(staged.iter().all(|&x| x == 0));
         assert_ne!(staged.as_ptr() as usize, code, "a buffer, not the pages");
-        staged[..3].copy_from_slice(&[0xc3, 1, 2]);
+        let returns = crate::icache::tests::returns(42);
+        staged[..returns.len()].copy_from_slice(&returns);
         b.segment_mut(SegmentKind::Data).expect("data")[0] = 7;
-        // SAFETY: the code page is mapped readable.
-        assert_eq!(
-            unsafe { *(code as *const u8) },
-            0,
-            "not copied before publish"
-        );
+        let page_bytes = || {
+            // SAFETY: the code page is mapped readable (read/execute) while `b` lives.
+            unsafe { std::slice::from_raw_parts(code as *const u8, page) }.to_vec()
+        };
+        assert!(page_bytes().iter().all(|&x| x == 0), "not copied before");
         b.publish().expect("publish");
         assert!(b.segment_mut(SegmentKind::Code).is_none(), "sealed");
-        // SAFETY: the code page is mapped readable, one page long.
-        let bytes = unsafe { std::slice::from_raw_parts(code as *const u8, page as usize) };
-        assert_eq!(&bytes[..4], [0xc3, 1, 2, 0]);
-        assert!(bytes[3..].iter().all(|&x| x == 0));
+        let bytes = page_bytes();
+        assert_eq!(&bytes[..returns.len()], &returns[..]);
+        assert!(bytes[returns.len()..].iter().all(|&x| x == 0));
         assert_eq!(permissions(code), "r-x");
-        assert!(!permissions(placement.target(SegmentKind::ReadOnly) as usize).contains('w'));
+        // SAFETY: `code` is published code of this host returning a u32.
+        let f: extern "C" fn() -> u32 = unsafe { std::mem::transmute(code) };
+        assert_eq!(f(), 42);
+        let ro = placement.target(SegmentKind::ReadOnly) as usize;
+        assert!(!permissions(ro).contains('w'));
         assert_eq!(permissions(data), "rw-");
         // SAFETY: the data segment is mapped read/write.
         assert_eq!(unsafe { *(data as *const u8) }, 7);

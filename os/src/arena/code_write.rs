@@ -205,6 +205,72 @@ mod tests {
         ));
     }
 
+    /// Makes [`refused_child`] a child.
+    #[cfg(target_arch = "x86_64")]
+    const REFUSE_EXEC: &str = "ELFJIT_TEST_REFUSE_EXEC";
+
+    /// The kernel refusing executable memory for real (a seccomp filter in a child fails
+    /// every `mprotect` asking for `PROT_EXEC` with `EPERM`, as XNU refuses `MAP_JIT`
+    /// without the entitlement): an arena and an `MmapBackend` whose code is per-thread JIT
+    /// memory (the stand-in) fail the load with the OS's step and errno, nothing left
+    /// mapped by the backend. Native x86_64 only (qemu-user refuses seccomp).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_refused_jit_fails_the_load_naming_the_step() {
+        let name = "arena::code_write::tests::refused_child";
+        let out = crate::test_seccomp::run_child(name, REFUSE_EXEC, "1");
+        assert!(out.contains("both refused"), "{out}");
+    }
+
+    /// The child of [`a_refused_jit_fails_the_load_naming_the_step`].
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    #[ignore = "a child process of a_refused_jit_fails_the_load_naming_the_step"]
+    fn refused_child() {
+        use crate::test_seccomp::{install, jump_unless, load_word, stmt};
+        use elfjit_core::{Layout, MemoryBackend, SegmentRequest};
+        std::env::var(REFUSE_EXEC).expect("run by its parent test, which sets it");
+        let exec_bit = libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: libc::PROT_EXEC as u32,
+        };
+        install(vec![
+            load_word(0),
+            jump_unless(libc::SYS_mprotect as u32, 3),
+            load_word(32), // args[2], the protection
+            exec_bit,
+            stmt(
+                libc::BPF_RET | libc::BPF_K,
+                libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+            ),
+            stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+        ]);
+        let request = SegmentRequest {
+            size: 16,
+            align: 16,
+        };
+        let layout = Layout::new([request; 3]);
+        let step = by_mprotect::JIT.open_step;
+        let refusal = ArenaError::JitUnavailable {
+            step,
+            errno: libc::EPERM,
+        };
+        let arena = super::super::Arena::build_with(
+            super::super::ArenaConfig::default(),
+            Some(by_mprotect::JIT),
+        );
+        let mut b = arena.backend();
+        let err = b.allocate(&layout).expect_err("refused");
+        assert_eq!(b.error(), Some(&refusal), "{err}");
+        let mut m = crate::MmapBackend::with_jit(Some(by_mprotect::JIT));
+        let err = m.allocate(&layout).expect_err("refused");
+        assert_eq!((err.op, err.code), (step, libc::EPERM), "{err}");
+        assert_eq!(m.region(), None);
+        println!("both refused: {refusal}");
+    }
+
     /// Inside the bracket the pages are writable (and not executable); after it, and
     /// after a panic inside it, executable and not writable.
     #[test]

@@ -32,7 +32,8 @@
 //! scheme: the hardened runtime's entitlements are a cascade (`allow-jit`, then
 //! `allow-unsigned-executable-memory`, then `disable-executable-page-protection`, each
 //! allowing what the one before it does), so a process refused `MAP_JIT` is refused
-//! unsigned executable pages too, and would be killed running them rather than told.
+//! unsigned executable pages too (as an `mprotect` error or a code-signing kill when the
+//! page first runs: not checked, no Mac here).
 //!
 //! **Releasing read-only and data pages** replaces them with a fresh anonymous mapping
 //! (`mmap(MAP_FIXED)` without `MAP_JIT`) inside the chunk's `MAP_JIT` reservation. XNU
