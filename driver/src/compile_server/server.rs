@@ -13,6 +13,7 @@
 //! past a reply and nothing is allocated beyond a cap.
 
 use super::binary::ServerBinary;
+use super::environment::Environment;
 use super::protocol::{self, Ready, ReplyHeader, READY_SIZE, REPLY_HEADER_SIZE};
 use crate::child::{limit_memory, poll_timeout, set_nonblocking, Running, Stream};
 use crate::clang::Compiler;
@@ -221,11 +222,28 @@ fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Server
 }
 
 impl Server {
-    /// Starts the server `bin` (re-verifying its bytes first) within `limits`. Returns at
-    /// once: the server loads its libraries while the first request is written.
+    /// Starts the server `bin` (re-verifying its bytes first) within `limits`, with the
+    /// process's current environment. Returns at once: the server loads its libraries
+    /// while the first request is written.
     pub(crate) fn start(bin: &ServerBinary, limits: &Limits) -> Result<Server, ServerError> {
+        Server::start_with(bin, limits, &Environment::current())
+    }
+
+    /// [`Server::start`] with the variables clang reads set to `env`'s values (those of
+    /// the pool it serves), whatever the process's are now.
+    pub(crate) fn start_with(
+        bin: &ServerBinary,
+        limits: &Limits,
+        env: &Environment,
+    ) -> Result<Server, ServerError> {
         bin.check().map_err(|why| ServerError::Untrusted { why })?;
         let mut cmd = Command::new(bin.program());
+        for (name, value) in env.vars() {
+            match value {
+                Some(value) => cmd.env(name, value),
+                None => cmd.env_remove(name),
+            };
+        }
         cmd.arg(std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
