@@ -129,7 +129,15 @@ fn a_server_that_keeps_dying_is_given_up_and_its_requests_spawn() {
     let args = request_args(&c, 2);
     let slow = slow_source();
     let stop = AtomicBool::new(false);
+    /// Stops the killer however the requests end (a failed assertion included).
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
     std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
         // Kills every server the pool has once it is ready (its pid is listed then).
         s.spawn(|| {
             while !stop.load(Ordering::Acquire) {
@@ -151,7 +159,6 @@ fn a_server_that_keeps_dying_is_given_up_and_its_requests_spawn() {
                 Served::Reply { pid, .. } => panic!("server {pid} replied"),
             }
         }
-        stop.store(true, Ordering::Release);
     });
     // Given up: later requests spawn, and no server is started.
     match compile_on(&pool, &c, &args, b"int f(void) { return 1; }\n") {
