@@ -587,6 +587,8 @@ pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Res
         memory_limit: limits.memory_limit,
         environment: Environment::current(),
     };
+    // The CLI's exit kills the servers without waiting for them to unmap LLVM.
+    crate::orphans::kill_only_at_exit(all_pids);
     let slot: Slot = {
         let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
         let pools = pools.mine();
@@ -651,7 +653,8 @@ pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Res
     })
 }
 
-/// The pids of every compile server of this process (for tests that must find one).
+/// The pids of every compile server of this process that is ready or serving (for tests
+/// that must find one, and for the exit-time kill).
 pub(crate) fn all_pids() -> Vec<u32> {
     let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner()).all();
     pools.iter().flat_map(|pool| pool.pids()).collect()

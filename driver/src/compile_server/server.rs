@@ -15,9 +15,9 @@
 use super::binary::ServerBinary;
 use super::environment::Environment;
 use super::protocol::{self, Ready, ReplyHeader, READY_SIZE, REPLY_HEADER_SIZE};
-use crate::child::{limit_memory, poll_timeout, set_nonblocking, Running, Stream};
+use crate::child::{limit_memory, poll_ready, set_nonblocking, Running, Stream};
 use crate::clang::Compiler;
-use rustix::event::{PollFd, PollFlags};
+use rustix::event::PollFlags;
 use std::fmt;
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
@@ -273,7 +273,6 @@ impl Server {
         }
         let [stdin, stdout, stderr] = pipes;
         let pidfd = crate::platform::exit_notifier(running.pid());
-        crate::orphans::kill_only_at_exit(pid);
         Ok(Server {
             running: Some(running),
             pid,
@@ -407,36 +406,27 @@ impl Server {
                     after: deadline.saturating_duration_since(started),
                 });
             }
-            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
-            let mut roles: Vec<u8> = Vec::with_capacity(4);
+            let mut waits: Vec<(u8, &OwnedFd, PollFlags)> = Vec::with_capacity(4);
             if writing {
                 if let Some(fd) = &self.stdin {
-                    fds.push(PollFd::new(fd, PollFlags::OUT));
-                    roles.push(0);
+                    waits.push((0, fd, PollFlags::OUT));
                 }
             }
             for (role, fd) in [(1u8, &self.stdout), (2, &self.stderr), (3, &self.pidfd)] {
                 if let Some(fd) = fd {
-                    fds.push(PollFd::new(fd, PollFlags::IN));
-                    roles.push(role);
+                    waits.push((role, fd, PollFlags::IN));
                 }
             }
             let slice = self.pidfd.is_none().then_some(Duration::from_millis(10));
-            let timeout = poll_timeout(Some(deadline), slice);
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            let polled = poll_ready(&waits, Some(deadline), slice);
+            drop(waits);
+            let ready = match polled {
+                Ok(ready) => ready,
                 Err(e) => {
                     self.kill();
-                    return Err(io_error("cannot wait for the compile server")(e.into()));
+                    return Err(io_error("cannot wait for the compile server")(e));
                 }
-            }
-            let ready: Vec<(u8, PollFlags)> = roles
-                .iter()
-                .zip(fds.iter())
-                .map(|(r, f)| (*r, f.revents()))
-                .filter(|(_, ev)| !ev.is_empty())
-                .collect();
-            drop(fds);
+            };
             let mut exited = false;
             for (role, events) in ready {
                 match role {
@@ -664,7 +654,6 @@ impl Server {
     }
 
     fn close(&mut self) {
-        crate::orphans::forget_kill_only(self.pid);
         self.stdin = None;
         self.stdout = None;
         self.stderr = None;
