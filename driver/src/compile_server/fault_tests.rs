@@ -335,3 +335,50 @@ fn crashing_clang() {
     c.compile(b"int f(void) { return 1; }\n", &opts).unwrap();
     assert!(matches!(last_compile(), Some(CompiledBy::Server { .. })));
 }
+
+#[test]
+fn a_server_that_cannot_start_means_one_note_and_no_hang() {
+    let said = run_alone(
+        "compile_server::fault_tests::compiles_where_no_server_can_start",
+        &[("ELFJIT_COMPILE_MEMORY", "1M".as_ref())],
+    );
+    let notes: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("elfjit: note:"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{said}");
+    assert!(notes[0].contains("could not be started"), "{said}");
+}
+
+#[test]
+#[ignore = "needs a 1 MiB compiler memory limit: run by a_server_that_cannot_start_means_one_note_and_no_hang"]
+fn compiles_where_no_server_can_start() {
+    let c = compiler();
+    assert_eq!(c.memory_limit(), Some(1 << 20));
+    // Waits for the verdict on the first server: it died before it was ready.
+    match crate::route::describe(&c).unwrap() {
+        CompiledBy::Spawned { reason } => {
+            assert!(reason.contains("could not be started"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Every compile spawns clang (which cannot run in 1 MiB either: a clear error).
+    let opts = CompileOptions::new(Lang::C, Arch::X86_64);
+    for k in 0..3 {
+        let source = format!("int f(void) {{ return {k}; }}\n");
+        let e = c.compile(source.as_bytes(), &opts).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                crate::Error::ClangFailed { .. } | crate::Error::ClangMemoryLimit { .. }
+            ),
+            "{e}"
+        );
+        match last_compile() {
+            Some(CompiledBy::Spawned { reason }) => {
+                assert!(reason.contains("could not be started"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
