@@ -38,9 +38,10 @@ pub enum Error {
         /// The limit it overran.
         timeout: Duration,
     },
-    /// A compile server failed a request twice (it died or broke the protocol, and so
-    /// did the fresh server it was retried on), or `ELFJIT_COMPILER=server` asked for a
-    /// server where there is none.
+    /// `ELFJIT_COMPILER=server` asked for a compile server where there is none, or a
+    /// prebuilt server could not be built (packaging). (A
+    /// request a server fails twice, dying or breaking the protocol, is compiled by a
+    /// spawned clang instead, whose result it gets.)
     CompileServer {
         /// The clang the server stands for.
         clang: PathBuf,
