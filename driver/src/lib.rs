@@ -123,6 +123,14 @@ pub use native::{run, run_cached, run_with, Native};
 pub use run::{run_on, Executor, RunOutcome, RunRequest, Timings};
 pub use symbol::Symbol;
 
+// The unit tests' kernel objects, shared with the integration tests (which name the crate
+// `elfjit`): compiled on Unix, read from what a Linux run stored on Windows.
+#[cfg(test)]
+extern crate self as elfjit;
+#[cfg(test)]
+#[path = "../tests/common/objects.rs"]
+mod test_objects;
+
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
