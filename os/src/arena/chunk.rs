@@ -159,8 +159,14 @@ impl Chunk {
                 ro.runs.set_dirty_last();
                 for region in &chunk.regions {
                     // SAFETY: each region lies in the reservation just made; nothing uses it.
-                    unsafe { sys::protect(region.writer, region.bytes, region.rest) }
-                        .map_err(|e| classify("protect a new chunk", requested, e))?;
+                    let made = unsafe {
+                        if region.rest == Prot::ReadWrite {
+                            sys::rest_writable(region.writer, region.bytes)
+                        } else {
+                            sys::protect(region.writer, region.bytes, region.rest)
+                        }
+                    };
+                    made.map_err(|e| classify("protect a new chunk", requested, e))?;
                 }
             }
             Mode::Packed => {
