@@ -22,7 +22,13 @@ pub enum Error {
         stderr: String,
     },
     /// clang ran out of memory under the compiler memory limit
-    /// ([`crate::Compiler::with_memory_limit`], `ELFJIT_COMPILE_MEMORY`).
+    /// ([`Compiler::with_memory_limit`], `ELFJIT_COMPILE_MEMORY`).
+    #[cfg_attr(
+        unix,
+        doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler::with_memory_limit"
+    )]
+    // Windows compiles nothing: its `Compiler` says so (compile_windows.rs).
+    #[cfg_attr(not(unix), doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler")]
     ClangMemoryLimit {
         /// The clang that ran.
         clang: PathBuf,

@@ -37,6 +37,14 @@
 //!
 //! With the `dlopen-fallback` feature, [`Module::load`] links through `clang -shared`
 //! and `dlopen` instead of the in-memory loader, behind the same API.
+// The compile side's modules are Unix-only: on Windows their links lead to the module
+// that says so (compile_windows.rs).
+#![cfg_attr(
+    not(unix),
+    doc = "\n\n[`memory_limit`]: compile_windows\n[`batch`]: compile_windows\n\
+           [`parallel`]: compile_windows\n[`child`]: compile_windows\n\
+           [`orphans`]: compile_windows\n[`private_dir`]: compile_windows"
+)]
 
 pub mod args;
 #[cfg(unix)]
