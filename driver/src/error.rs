@@ -28,7 +28,10 @@ pub enum Error {
         doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler::with_memory_limit"
     )]
     // Windows compiles nothing: its `Compiler` says so (compile_windows.rs).
-    #[cfg_attr(not(unix), doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler")]
+    #[cfg_attr(
+        not(unix),
+        doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler"
+    )]
     ClangMemoryLimit {
         /// The clang that ran.
         clang: PathBuf,
