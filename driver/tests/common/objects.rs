@@ -3,12 +3,12 @@
 //!
 //! On Unix a kernel is compiled by clang for this machine through the tests' shared
 //! object cache (`core/tests/common/clang_run.rs`, keyed by clang, its arguments and the
-//! source). A Windows test under Wine cannot start clang (a Linux program), so
-//! scripts/test-windows first runs the same tests on Linux with
-//! `ELFJIT_TEST_WINDOWS_OBJECTS` set: each kernel is then compiled a second time, for
-//! x86_64 Windows (the Windows x64 convention in an ELF object, as the driver compiles for
-//! a Windows host), and stored in `ELFJIT_TEST_OBJECTS`, where the Windows run finds it
-//! under the same key.
+//! source). A Windows test under Wine cannot run clang (a Linux program) as a child it
+//! waits for (docs/os-support.md), so scripts/test-windows first runs the same tests on
+//! Linux with `ELFJIT_TEST_WINDOWS_OBJECTS` set: each kernel is then compiled a second
+//! time, for x86_64 Windows (the Windows x64 convention in an ELF object, as the driver
+//! compiles for a Windows host), and stored in `ELFJIT_TEST_OBJECTS`, where the Windows
+//! run finds it under the same key.
 #![allow(dead_code)] // each test binary uses its own subset
 
 #[path = "../../../core/tests/common/clang_run.rs"]
