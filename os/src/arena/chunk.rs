@@ -177,6 +177,9 @@ impl Chunk {
                     let made = unsafe {
                         match region.jit {
                             Some(jit) => (jit.open_region)(region.writer, region.bytes),
+                            None if region.rest == Prot::ReadWrite => {
+                                sys::rest_writable(region.writer, region.bytes)
+                            }
                             None => sys::protect(region.writer, region.bytes, region.rest),
                         }
                     };
