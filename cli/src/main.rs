@@ -134,17 +134,22 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
 }
 
 fn version() -> Result<(), Failure> {
-    let clang = match Compiler::find() {
-        Ok(c) => match c.version() {
-            Ok(v) => format!("{} ({v})", c.path().display()),
-            Err(e) => format!("{}: {e}", c.path().display()),
-        },
-        Err(e) => e.to_string(),
-    };
-    // What would compile a kernel: a server (started now if none runs) or a spawned clang.
-    let compiler = match Compiler::find().and_then(|c| elfjit::route::describe(&c)) {
-        Ok(by) => by.to_string(),
-        Err(e) => format!("none ({e})"),
+    // One clang, asked for its version once: what would compile a kernel (a server,
+    // started now if none runs, or a spawned clang) first, as finding the server reads
+    // the version remembered on disk, which the `clang:` line then reuses.
+    let (clang, compiler) = match Compiler::find() {
+        Ok(c) => {
+            let compiler = match elfjit::route::describe(&c) {
+                Ok(by) => by.to_string(),
+                Err(e) => format!("none ({e})"),
+            };
+            let clang = match c.version() {
+                Ok(v) => format!("{} ({v})", c.path().display()),
+                Err(e) => format!("{}: {e}", c.path().display()),
+            };
+            (clang, compiler)
+        }
+        Err(e) => (e.to_string(), format!("none ({e})")),
     };
     out(&format!(
         "elfjit {}\nclang: {clang}\ncompiler: {compiler}\n",

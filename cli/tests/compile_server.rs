@@ -155,3 +155,31 @@ fn bad_settings_are_errors_naming_the_value() {
         assert!(err.contains(needle), "{var}={value}: {err}");
     }
 }
+
+#[test]
+fn version_runs_clang_version_once() {
+    let d = Scratch::new("cs-version-once");
+    let log = d.join("version-runs");
+    let real = compiler();
+    // Counts its `--version` runs (and says LLVM 99: no server to build for it).
+    let clang = d.script(
+        "clang",
+        &format!(
+            "case \"$1\" in --version) echo run >> '{}'; \
+             echo 'Debian clang version 99.0.0'; exit 0;; esac\n\
+             exec '{}' \"$@\"",
+            log.display(),
+            real.path().display()
+        ),
+    );
+    let o = run(bin()
+        .env("ELFJIT_CLANG", &clang)
+        .env("ELFJIT_CACHE_DIR", d.join("cache"))
+        .arg("--version"));
+    let text = stdout(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(text.contains("(Debian clang version 99.0.0)"), "{text}");
+    assert!(text.contains("compiler: spawned clang"), "{text}");
+    let runs = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(runs.lines().count(), 1, "clang --version ran {runs:?}");
+}

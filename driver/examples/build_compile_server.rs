@@ -2,6 +2,7 @@
 //! a prebuilt server (`scripts/dist` puts it in the Python wheel's `elfjit/_server/`):
 //! `cargo run -p elfjit --example build_compile_server -- OUT_DIR`. Prints its path.
 
+#[cfg(unix)]
 fn main() -> std::process::ExitCode {
     let Some(out) = std::env::args_os().nth(1) else {
         eprintln!("usage: build_compile_server OUT_DIR");
@@ -17,4 +18,11 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Compile servers are clang processes: the compile side is Unix-only (docs/os-support.md).
+#[cfg(not(unix))]
+fn main() -> std::process::ExitCode {
+    eprintln!("build_compile_server: compile servers are Unix-only");
+    std::process::ExitCode::FAILURE
 }

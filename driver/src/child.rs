@@ -393,6 +393,32 @@ pub(crate) fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Waits with `poll` until one of `waits` (a role of the caller's, a descriptor, the
+/// events wanted) is ready, or until `until` (or `slice`, see [`poll_timeout`]); returns
+/// the roles with events and the events. A signal's interruption is no event: the caller
+/// looks at its state again, as after a timeout.
+pub(crate) fn poll_ready<R: Copy>(
+    waits: &[(R, &OwnedFd, PollFlags)],
+    until: Option<Instant>,
+    slice: Option<Duration>,
+) -> std::io::Result<Vec<(R, PollFlags)>> {
+    let mut fds: Vec<PollFd<'_>> = waits
+        .iter()
+        .map(|(_, fd, events)| PollFd::new(*fd, *events))
+        .collect();
+    match rustix::event::poll(&mut fds, poll_timeout(until, slice).as_ref()) {
+        Ok(_) => {}
+        Err(rustix::io::Errno::INTR) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(waits
+        .iter()
+        .zip(fds.iter())
+        .map(|((role, _, _), fd)| (*role, fd.revents()))
+        .filter(|(_, events)| !events.is_empty())
+        .collect())
+}
+
 /// How long `poll` may sleep: until the deadline, the grace period's end, or (without a
 /// pidfd to wake it at the child's exit) a short slice.
 pub(crate) fn poll_timeout(
@@ -509,37 +535,23 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
             (Some(d), Some(g)) => Some(d.min(g)),
             (d, g) => d.or(g),
         };
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
-        let mut roles: Vec<u8> = Vec::with_capacity(5);
+        let mut waits: Vec<(u8, &OwnedFd, PollFlags)> = Vec::with_capacity(5);
         if let Some(fd) = &stdin {
-            fds.push(PollFd::new(fd, PollFlags::OUT));
-            roles.push(0);
+            waits.push((0, fd, PollFlags::OUT));
         }
         for (role, r) in [(1u8, &out), (2, &err), (3, &side_reader)] {
             if let Some(fd) = &r.fd {
-                fds.push(PollFd::new(fd, PollFlags::IN));
-                roles.push(role);
+                waits.push((role, fd, PollFlags::IN));
             }
         }
         if exited_at.is_none() {
             if let Some(fd) = &pidfd {
-                fds.push(PollFd::new(fd, PollFlags::IN));
-                roles.push(4);
+                waits.push((4, fd, PollFlags::IN));
             }
         }
-        let timeout = poll_timeout(until, if exited_at.is_none() { slice } else { None });
-        match rustix::event::poll(&mut fds, timeout.as_ref()) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(Failure::Io(e.into())),
-        }
-        let ready: Vec<(u8, PollFlags)> = roles
-            .iter()
-            .zip(fds.iter())
-            .map(|(r, f)| (*r, f.revents()))
-            .filter(|(_, ev)| !ev.is_empty())
-            .collect();
-        drop(fds);
+        let slice = if exited_at.is_none() { slice } else { None };
+        let ready = poll_ready(&waits, until, slice).map_err(Failure::Io)?;
+        drop(waits);
         for (role, events) in ready {
             match role {
                 0 => {
@@ -595,15 +607,10 @@ pub fn run(spec: &Spec<'_>) -> Result<Finished, Failure> {
                     stderr: std::mem::take(&mut err.buf),
                 });
             }
-            let timeout = poll_timeout(spec.deadline, Some(Duration::from_millis(10)));
-            let mut fds: Vec<PollFd<'_>> = pidfd
-                .iter()
-                .map(|fd| PollFd::new(fd, PollFlags::IN))
-                .collect();
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(Failure::Io(e.into())),
-            }
+            let waits: Vec<(u8, &OwnedFd, PollFlags)> =
+                pidfd.iter().map(|fd| (0, fd, PollFlags::IN)).collect();
+            poll_ready(&waits, spec.deadline, Some(Duration::from_millis(10)))
+                .map_err(Failure::Io)?;
         }
     }
     let status = running.finish().map_err(Failure::Io)?;

@@ -351,7 +351,8 @@ impl Compiler {
 /// same list.
 pub(crate) fn compile_args(opts: &CompileOptions, host: HostInfo) -> Vec<String> {
     let mut args = clang_args(opts, host);
-    args.extend(["-", "-o", "-"].map(String::from));
+    // A crashing clang leaves no reproducer files in the temporary directory.
+    args.extend(["-fno-crash-diagnostics", "-", "-o", "-"].map(String::from));
     args
 }
 

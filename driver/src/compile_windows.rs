@@ -6,8 +6,9 @@
 //! [`Error::Unsupported`] naming Windows; there is no cache ([`Cache`] cannot be made).
 //! A Windows program loads and calls objects compiled elsewhere:
 //! `elfjit compile k.c -o k.o --target x86_64-windows` on Linux, then
-//! `elfjit.exe run k.o`. (Under Wine a Windows process cannot start Linux's clang anyway;
-//! driving a real Windows `clang.exe` is work for later.)
+//! `elfjit.exe run k.o`. (Under Wine a Windows process can start Linux's clang but gets
+//! no handle to wait for it, read its exit status or kill it: docs/os-support.md. Driving
+//! a real Windows `clang.exe` is work for later.)
 //!
 //! This file is the Windows `clang`, `cache` and `route` modules at once, the three
 //! pieces of the compile side the load-and-run side names.

@@ -22,7 +22,16 @@ pub enum Error {
         stderr: String,
     },
     /// clang ran out of memory under the compiler memory limit
-    /// ([`crate::Compiler::with_memory_limit`], `ELFJIT_COMPILE_MEMORY`).
+    /// ([`Compiler::with_memory_limit`], `ELFJIT_COMPILE_MEMORY`).
+    #[cfg_attr(
+        unix,
+        doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler::with_memory_limit"
+    )]
+    // Windows compiles nothing: its `Compiler` says so (compile_windows.rs).
+    #[cfg_attr(
+        not(unix),
+        doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler"
+    )]
     ClangMemoryLimit {
         /// The clang that ran.
         clang: PathBuf,
@@ -38,9 +47,10 @@ pub enum Error {
         /// The limit it overran.
         timeout: Duration,
     },
-    /// A compile server failed a request twice (it died or broke the protocol, and so
-    /// did the fresh server it was retried on), or `ELFJIT_COMPILER=server` asked for a
-    /// server where there is none.
+    /// `ELFJIT_COMPILER=server` asked for a compile server where there is none, or a
+    /// prebuilt server could not be built (packaging). (A
+    /// request a server fails twice, dying or breaking the protocol, is compiled by a
+    /// spawned clang instead, whose result it gets.)
     CompileServer {
         /// The clang the server stands for.
         clang: PathBuf,
@@ -230,10 +240,9 @@ mod tests {
         )));
         let text = e.to_string();
         assert!(text.contains("mmap (8192 bytes)"), "{text}");
-        assert!(
-            text.contains("Cannot allocate memory (os error 12)"),
-            "{text}"
-        );
+        // The OS's own words for error 12 (ENOMEM on Linux, "Invalid access" on Windows).
+        let said = std::io::Error::from_raw_os_error(12).to_string();
+        assert!(text.contains(&said), "{text} lacks {said}");
         let e = Error::Link(elfjit_core::Error::Backend(elfjit_core::BackendError::new(
             "address a range outside the mapping",
             0,

@@ -37,6 +37,14 @@
 //!
 //! With the `dlopen-fallback` feature, [`Module::load`] links through `clang -shared`
 //! and `dlopen` instead of the in-memory loader, behind the same API.
+// The compile side's modules are Unix-only: on Windows their links lead to the module
+// that says so (compile_windows.rs).
+#![cfg_attr(
+    not(unix),
+    doc = "\n\n[`memory_limit`]: compile_windows\n[`batch`]: compile_windows\n\
+           [`parallel`]: compile_windows\n[`child`]: compile_windows\n\
+           [`orphans`]: compile_windows\n[`private_dir`]: compile_windows"
+)]
 
 pub mod args;
 #[cfg(unix)]
@@ -122,6 +130,14 @@ pub use module::{prepare, Module};
 pub use native::{run, run_cached, run_with, Native};
 pub use run::{run_on, Executor, RunOutcome, RunRequest, Timings};
 pub use symbol::Symbol;
+
+// The unit tests' kernel objects, shared with the integration tests (which name the crate
+// `elfjit`): compiled on Unix, read from what a Linux run stored on Windows.
+#[cfg(test)]
+extern crate self as elfjit;
+#[cfg(test)]
+#[path = "../tests/common/objects.rs"]
+mod test_objects;
 
 /// The README's Rust examples, compiled and run as doctests so they stay true.
 #[cfg(doctest)]

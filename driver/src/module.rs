@@ -350,7 +350,7 @@ fn link<'o>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clang::{CompileOptions, Compiler, Lang};
+    use crate::clang::{CompileOptions, Lang};
     use elfjit_core::plan::{
         HighHalf, LowHalf, NameEntry, ObjectEntry, PlanSizes, SectionPlace, SymbolEntry,
     };
@@ -367,10 +367,7 @@ mod tests {
 
     fn small_object() -> Vec<u8> {
         let host = Arch::host().expect("a supported host");
-        Compiler::find()
-            .expect("clang")
-            .compile(SMALL.as_bytes(), &CompileOptions::new(Lang::C, host))
-            .expect("compile")
+        crate::test_objects::driver_object(SMALL, &CompileOptions::new(Lang::C, host))
     }
 
     /// The warm-up object is linked and published into the arena it is given, then freed:

@@ -212,23 +212,15 @@ fn parent_from_signal_handler(pid: i32) -> Option<i32> {
     pid_of_name(fields.next()?)
 }
 
-/// Children to kill but not wait for when [`Orphans`] stops everything: the compile
-/// servers, registered by the pool while they run (a module of their own would make this
-/// one import the compile side, which imports this one).
-static KILL_ONLY: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+/// Who lists the children to kill but not wait for when [`Orphans`] stops everything:
+/// the compile servers, whose pool owns their pids and registers itself here (this
+/// module imports nothing of the compile side, which imports it).
+static KILL_ONLY: std::sync::OnceLock<fn() -> Vec<u32>> = std::sync::OnceLock::new();
 
-/// Registers child `pid` as one [`Orphans`] kills at exit without waiting for it.
-pub(crate) fn kill_only_at_exit(pid: u32) {
-    if let Ok(mut pids) = KILL_ONLY.lock() {
-        pids.push(pid);
-    }
-}
-
-/// Forgets a child registered with [`kill_only_at_exit`] (it was reaped).
-pub(crate) fn forget_kill_only(pid: u32) {
-    if let Ok(mut pids) = KILL_ONLY.lock() {
-        pids.retain(|&p| p != pid);
-    }
+/// Registers `pids`, called when [`Orphans`] stops everything, as the list of children
+/// it kills without waiting for them. The first registration holds.
+pub(crate) fn kill_only_at_exit(pids: fn() -> Vec<u32>) {
+    let _ = KILL_ONLY.set(pids);
 }
 
 impl Orphans {
@@ -239,10 +231,7 @@ impl Orphans {
     /// every `elfjit` run about 30 ms at exit.
     pub fn stop_all(&self) -> usize {
         let me = rustix::process::getpid();
-        let servers: Vec<u32> = KILL_ONLY
-            .lock()
-            .map(|pids| pids.clone())
-            .unwrap_or_default();
+        let servers: Vec<u32> = KILL_ONLY.get().map(|pids| pids()).unwrap_or_default();
         let mut killed_servers: Vec<Pid> = Vec::new();
         let mut killed = 0;
         for _ in 0..MAX_ROUNDS {

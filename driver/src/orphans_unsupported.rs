@@ -37,7 +37,4 @@ impl Drop for Orphans {
 }
 
 /// Nothing to register: no process is adopted here.
-pub(crate) fn kill_only_at_exit(_pid: u32) {}
-
-/// Nothing to forget: no process is adopted here.
-pub(crate) fn forget_kill_only(_pid: u32) {}
+pub(crate) fn kill_only_at_exit(_pids: fn() -> Vec<u32>) {}

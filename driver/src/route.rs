@@ -15,9 +15,11 @@
 //! available cores, up to 8 (`ELFJIT_COMPILE_SERVERS=N`, N from 1 to 256, changes it; any
 //! other value is an error at the first compile). A compile takes an idle server, starts
 //! one, or waits for one within its deadline ([`Compiler::timeout`]). A server unused for
-//! 60 s exits; all of them exit with the process. A request past its deadline kills its
-//! server and is [`Error::ClangTimeout`], as a spawned clang's; a server that dies on a
-//! request is replaced and the request retried once, then it is [`Error::CompileServer`].
+//! 60 s (`ELFJIT_COMPILE_SERVER_IDLE_SECS`) exits; all of them exit with the process. A
+//! request past its deadline kills its server and is [`Error::ClangTimeout`], as a
+//! spawned clang's; a server that dies on a request is replaced and the request retried
+//! once, then spawned (a source that crashes clang is clang's own error). Servers run in
+//! the environment a spawned clang would see now (`CPATH`, ...: see the pool).
 //! [`crate::prepare`] starts a server in the background.
 //!
 //! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`

@@ -1,5 +1,7 @@
 //! Batches (many kernels, one clang run, one image) and parallel compiles (one clang run
 //! per kernel, several at a time, errors per kernel).
+// Batches and parallel compiles run clang: the compile side is Unix-only (docs/os-support.md).
+#![cfg(unix)]
 
 use elfjit::batch::Batch;
 use elfjit::cache::{Cache, CacheStatus};

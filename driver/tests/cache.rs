@@ -2,6 +2,8 @@
 //! writer threads and eviction (writer processes and the CLI's `--cache` / `cache clear`
 //! are tested with the binary, in cli/tests/cache.rs).
 //! Every test uses its own directory under cargo's scratch space and removes it.
+// The cache holds what clang compiled: the compile side is Unix-only (docs/os-support.md).
+#![cfg(unix)]
 
 use elfjit::cache::{Cache, CacheKey, CacheStatus};
 use elfjit::clang::{CompileOptions, Lang};

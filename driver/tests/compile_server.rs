@@ -1,6 +1,8 @@
 //! The compile server pool on real clang and real servers (issue 27): concurrent compiles,
 //! deadlines, and what compiled each kernel. `ELFJIT_COMPILER=server` throughout, so a
 //! compile that quietly spawned clang fails the test instead of passing it.
+// Compile servers are clang processes: the compile side is Unix-only (docs/os-support.md).
+#![cfg(unix)]
 
 use elfjit::route::{last_compile, CompiledBy};
 use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, Module, Symbol};

@@ -2,6 +2,8 @@
 //! is retried on a fresh server and succeeds. Its own test binary, so that its pool holds
 //! one server (`ELFJIT_COMPILE_SERVERS=1`) and the server the test kills is the one
 //! compiling.
+// Compile servers are clang processes: the compile side is Unix-only (docs/os-support.md).
+#![cfg(unix)]
 
 use elfjit::route::{last_compile, server_pids, CompiledBy};
 use elfjit::{Arch, CompileOptions, Compiler, Lang, Module, Symbol};

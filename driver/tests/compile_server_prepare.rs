@@ -1,5 +1,7 @@
 //! `elfjit::prepare()` starts a compile server in the background (issue 27), and the first
 //! compile uses it. Its own test binary: nothing else has started a server in it.
+// Compile servers are clang processes: the compile side is Unix-only (docs/os-support.md).
+#![cfg(unix)]
 
 use elfjit::route::{last_compile, server_pids, CompiledBy};
 use elfjit::{Arch, CompileOptions, Compiler, Lang};

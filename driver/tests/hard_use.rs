@@ -5,6 +5,8 @@
 //!
 //! The tests in this file take one lock: they count this process's file descriptors,
 //! mappings and children, which other tests running at the same time would disturb.
+// Compiles, /proc counts and signals: Unix-only (the compile side is, docs/os-support.md).
+#![cfg(unix)]
 
 use elfjit::clang::{CompileOptions, Compiler, Lang};
 use elfjit::{Error, Module};

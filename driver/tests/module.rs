@@ -5,41 +5,16 @@
 //! and code models (each other architecture's far calls run under qemu in
 //! `tests/tests/emulated.rs`), so they are compiled only there.
 
-use elfjit::{Arch, Module, Symbol};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use elfjit::{Module, Symbol};
 
-/// Compiles C for the host with the bare-metal flags, bypassing the driver's flags table so
-/// these tests isolate the loader.
+#[path = "common/objects.rs"]
+mod objects;
+
+/// Compiles C for this machine with the bare-metal flags, bypassing the driver's flags
+/// table so these tests isolate the loader (on Windows: read from what a Linux run stored,
+/// `common/objects.rs`).
 fn compile(source: &str, extra: &[&str]) -> Vec<u8> {
-    let clang = std::env::var("ELFJIT_CLANG").unwrap_or_else(|_| "clang-19".into());
-    let host = Arch::host().expect("a host elfjit runs on");
-    let mut child = Command::new(clang)
-        .arg(format!("--target={}", elfjit::flags::target_triple(host)))
-        .args(["-c", "-fPIC", "-ffreestanding"])
-        .args([
-            "-fno-math-errno",
-            "-fno-stack-protector",
-            "-x",
-            "c",
-            "-",
-            "-o",
-            "-",
-        ])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("clang");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(source.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    out.stdout
+    objects::loader_object(source, extra)
 }
 
 #[test]
@@ -115,7 +90,7 @@ fn loads_and_calls_at_every_opt_level() {
 /// A page of machine code mapped read/execute at least 8 GiB away from `near`.
 #[cfg(target_arch = "x86_64")]
 struct FarCode {
-    address: *mut libc::c_void,
+    address: usize,
     len: usize,
 }
 
@@ -124,30 +99,16 @@ impl FarCode {
     fn new(near: usize, code: &[u8]) -> FarCode {
         let len = 4096;
         for step in 1..64usize {
-            let hint = (near & !0xfff).wrapping_add(step << 33);
-            // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on success we
-            // own the fresh page.
-            let address = unsafe {
-                libc::mmap(
-                    hint as *mut _,
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
-                    -1,
-                    0,
-                )
-            };
-            if address == libc::MAP_FAILED || address as usize != hint {
+            // 64 KiB-aligned: Windows places allocations at that granularity.
+            let hint = (near & !0xffff).wrapping_add(step << 33);
+            let Some(address) = far_page::map_writable_at(hint, len) else {
                 continue;
-            }
+            };
             // SAFETY: the page is ours, writable and `len` ≥ code.len() bytes long; then it
             // becomes read/execute (never both writable and executable).
             unsafe {
-                std::ptr::copy_nonoverlapping(code.as_ptr(), address.cast::<u8>(), code.len());
-                assert_eq!(
-                    libc::mprotect(address, len, libc::PROT_READ | libc::PROT_EXEC),
-                    0
-                );
+                std::ptr::copy_nonoverlapping(code.as_ptr(), address as *mut u8, code.len());
+                far_page::make_executable(address, len);
             }
             return FarCode { address, len };
         }
@@ -159,7 +120,83 @@ impl FarCode {
 impl Drop for FarCode {
     fn drop(&mut self) {
         // SAFETY: unmapping the page this value mapped, once.
-        unsafe { libc::munmap(self.address, self.len) };
+        unsafe { far_page::unmap(self.address, self.len) };
+    }
+}
+
+/// The far page's memory calls, per OS.
+#[cfg(all(target_arch = "x86_64", unix))]
+mod far_page {
+    /// A fresh read/write page at exactly `hint`, or `None` if that is taken.
+    pub fn map_writable_at(hint: usize, len: usize) -> Option<usize> {
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on success we
+        // own the fresh page.
+        let address = unsafe {
+            libc::mmap(
+                hint as *mut _,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        (address != libc::MAP_FAILED && address as usize == hint).then_some(hint)
+    }
+
+    /// # Safety
+    /// `[address, address + len)` is a page `map_writable_at` gave.
+    pub unsafe fn make_executable(address: usize, len: usize) {
+        // SAFETY: see the contract.
+        let r =
+            unsafe { libc::mprotect(address as *mut _, len, libc::PROT_READ | libc::PROT_EXEC) };
+        assert_eq!(r, 0);
+    }
+
+    /// # Safety
+    /// As `make_executable`, and nothing uses the page any more.
+    pub unsafe fn unmap(address: usize, len: usize) {
+        // SAFETY: see the contract.
+        unsafe { libc::munmap(address as *mut _, len) };
+    }
+}
+
+/// The far page's memory calls, per OS.
+#[cfg(all(target_arch = "x86_64", windows))]
+mod far_page {
+    use windows_sys::Win32::System::Memory::{
+        VirtualAlloc, VirtualFree, VirtualProtect, MEM_COMMIT, MEM_RELEASE, MEM_RESERVE,
+        PAGE_EXECUTE_READ, PAGE_READWRITE,
+    };
+
+    /// A fresh read/write page at exactly `hint` (64 KiB-aligned), or `None` if taken.
+    pub fn map_writable_at(hint: usize, len: usize) -> Option<usize> {
+        // SAFETY: VirtualAlloc at an address fails rather than replace anything there.
+        let address = unsafe {
+            VirtualAlloc(
+                hint as *const _,
+                len,
+                MEM_RESERVE | MEM_COMMIT,
+                PAGE_READWRITE,
+            )
+        };
+        (address as usize == hint).then_some(hint)
+    }
+
+    /// # Safety
+    /// `[address, address + len)` is a page `map_writable_at` gave.
+    pub unsafe fn make_executable(address: usize, len: usize) {
+        let mut old = 0;
+        // SAFETY: see the contract.
+        let r = unsafe { VirtualProtect(address as *const _, len, PAGE_EXECUTE_READ, &mut old) };
+        assert_ne!(r, 0);
+    }
+
+    /// # Safety
+    /// As `make_executable`, and nothing uses the page any more.
+    pub unsafe fn unmap(address: usize, _len: usize) {
+        // SAFETY: see the contract.
+        unsafe { VirtualFree(address as *mut _, 0, MEM_RELEASE) };
     }
 }
 
@@ -173,10 +210,11 @@ fn far_external_call_runs_through_the_stub() {
     // The kernel's mapping lands near other anonymous mappings; place the callee far away
     // from a fresh one.
     let probe = Module::load(&compile("int probe(void) { return 0; }", &["-O2"])).unwrap();
-    // lea eax, [rdi + 1000]; ret
+    // lea eax, [rdi + 1000] (rcx on Windows, whose x64 convention the kernels use); ret
+    let first_argument = if cfg!(windows) { 0x81 } else { 0x87 };
     let far = FarCode::new(
         probe.region().0,
-        &[0x8d, 0x87, 0xe8, 0x03, 0x00, 0x00, 0xc3],
+        &[0x8d, first_argument, 0xe8, 0x03, 0x00, 0x00, 0xc3],
     );
     let far_address = far.address as u64;
     let module = Module::load_objects(&[&object], &mut |name| {
@@ -211,8 +249,14 @@ float k(float x, int i) { counter++; return expf(x) * lut[i & 3] + msg[i % 5]; }
 #[cfg(target_arch = "x86_64")] // x86_64's code models and relocations
 fn every_code_model_loads_or_is_refused_clearly() {
     let fallback = cfg!(feature = "dlopen-fallback");
+    // Windows targets reject -fPIC (their code is RIP-relative anyway).
+    let pics: &[&str] = if cfg!(windows) {
+        &["-fno-pic"]
+    } else {
+        &["-fPIC", "-fno-pic"]
+    };
     for model in ["small", "medium", "large"] {
-        for pic in ["-fPIC", "-fno-pic"] {
+        for &pic in pics {
             let object = compile(
                 CODE_MODEL_KERNEL,
                 &["-O2", pic, &format!("-mcmodel={model}")],

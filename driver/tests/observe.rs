@@ -1,6 +1,9 @@
 //! The observers through the library: a panic in a Rust callback unwinds through a kernel
 //! `Module::load` loaded with unwind tables (the CLI's `--debug` and `ELFJIT_PERF` are
 //! tested in elfjit-cli's tests/observe.rs).
+// Windows x64 unwinds through `.pdata`, which ELF kernels lack: no unwinding through a
+// kernel frame there (docs/os-support.md).
+#![cfg(unix)]
 
 use elfjit::clang::{CompileOptions, Compiler, Lang};
 use elfjit::{Arch, Module};

@@ -4,6 +4,8 @@
 //! record; a batch (`Module::load_each_in`) is told once the batch is published. A test
 //! binary of its own: the observers it switches on are process-wide. (With the
 //! dlopen-fallback the dynamic linker, not elfjit, tells the tools about a module.)
+// Perf maps and jitdumps are Linux perf's files, refused on Windows (docs/os-support.md).
+#![cfg(unix)]
 #![cfg(not(feature = "dlopen-fallback"))]
 
 use elfjit::observe::{self, Features};

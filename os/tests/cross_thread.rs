@@ -11,6 +11,9 @@
 //! riscv64's `riscv_flush_icache` (syscall 259) is not a host call under qemu-riscv64, which
 //! completes it in its CPU loop (so neither strace nor qemu's `-strace` sees it): its test
 //! preloads a small library logging the process's `syscall(259, ...)` calls instead.
+//!
+//! Linux only: the calls and their fallbacks are Linux's (docs/os-support.md).
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -73,9 +73,10 @@ fn windows_kernels_compile_to_x86_64_elf_objects() {
 mod on_windows {
     use super::*;
     use elfjit_core::Plan;
+    use elfjit_core::SegmentKind;
     use elfjit_os::{Arena, ArenaError, MmapBackend, Platform, ProcessResolver};
     use windows_sys::Win32::System::Memory::{
-        VirtualQuery, MEMORY_BASIC_INFORMATION, MEM_COMMIT, PAGE_EXECUTE_READWRITE,
+        VirtualQuery, MEMORY_BASIC_INFORMATION, MEM_COMMIT, MEM_RESERVE, PAGE_EXECUTE_READWRITE,
         PAGE_EXECUTE_WRITECOPY,
     };
 
@@ -155,24 +156,86 @@ mod on_windows {
         }
     }
 
-    /// `(address, protection)` of every committed run of pages in `ranges`.
-    fn committed(ranges: &[(usize, usize)]) -> Vec<(usize, u32)> {
+    /// What `VirtualQuery` says of the run of pages from `at`.
+    fn query(at: usize) -> MEMORY_BASIC_INFORMATION {
+        // SAFETY: all-zero is a valid MEMORY_BASIC_INFORMATION.
+        let mut info: MEMORY_BASIC_INFORMATION = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<MEMORY_BASIC_INFORMATION>();
+        // SAFETY: VirtualQuery writes at most `size` bytes into `info`.
+        assert_ne!(unsafe { VirtualQuery(at as *const _, &mut info, size) }, 0);
+        info
+    }
+
+    /// `(address, bytes, protection)` of every committed run of pages in `ranges`.
+    fn committed_runs(ranges: &[(usize, usize)]) -> Vec<(usize, usize, u32)> {
         let mut out = Vec::new();
         for &(start, len) in ranges {
             let mut at = start;
             while at < start + len {
-                // SAFETY: all-zero is a valid MEMORY_BASIC_INFORMATION.
-                let mut info: MEMORY_BASIC_INFORMATION = unsafe { std::mem::zeroed() };
-                let size = std::mem::size_of::<MEMORY_BASIC_INFORMATION>();
-                // SAFETY: VirtualQuery writes at most `size` bytes into `info`.
-                assert_ne!(unsafe { VirtualQuery(at as *const _, &mut info, size) }, 0);
+                let info = query(at);
+                let end = (info.BaseAddress as usize + info.RegionSize).min(start + len);
                 if info.State == MEM_COMMIT {
-                    out.push((at, info.Protect));
+                    out.push((at, end - at, info.Protect));
                 }
-                at = info.BaseAddress as usize + info.RegionSize;
+                at = end;
             }
         }
         out
+    }
+
+    /// `(address, protection)` of every committed run of pages in `ranges`.
+    fn committed(ranges: &[(usize, usize)]) -> Vec<(usize, u32)> {
+        committed_runs(ranges)
+            .into_iter()
+            .map(|(at, _, protect)| (at, protect))
+            .collect()
+    }
+
+    /// An arena is charged for the pages its modules hold, not for its reservation: the
+    /// data region, whose pages rest writable, is committed run by run as loads take it
+    /// and decommitted as they free it (it used to be committed whole: 256 MiB of commit
+    /// charge for an idle arena).
+    #[test]
+    fn an_arena_commits_the_pages_its_modules_hold_not_its_reservation() {
+        let config = elfjit_os::ArenaConfig {
+            retain: 0,
+            ..elfjit_os::ArenaConfig::default()
+        };
+        let arena = Arena::with_config(config).expect("arena");
+        let page = arena.page_size();
+        let layout = elfjit_core::Layout::new(
+            [elfjit_core::SegmentRequest {
+                size: 3 * page as u64,
+                align: 16,
+            }; 3],
+        );
+        let mut backend = arena.backend();
+        elfjit_core::MemoryBackend::allocate(&mut backend, &layout).expect("allocate");
+        let data = elfjit_core::MemoryBackend::segment_mut(&mut backend, SegmentKind::Data)
+            .expect("writable");
+        data.fill(0xa5);
+        let data = data.as_ptr() as usize;
+        elfjit_core::MemoryBackend::publish(&mut backend).expect("publish");
+
+        let reserved: usize = arena.regions().iter().map(|&(_, len)| len).sum();
+        let committed: usize = committed_runs(&arena.regions())
+            .iter()
+            .map(|&(_, len, _)| len)
+            .sum();
+        assert!(reserved >= 256 << 20, "{reserved}");
+        assert!(
+            committed <= 64 * page,
+            "{committed} of {reserved} reserved bytes are committed"
+        );
+        assert_eq!(query(data).State, MEM_COMMIT, "the data in use");
+        assert_eq!(
+            query(data + 16 * page).State,
+            MEM_RESERVE,
+            "data not in use"
+        );
+
+        drop(backend);
+        assert_eq!(query(data).State, MEM_RESERVE, "freed data is decommitted");
     }
 
     #[test]

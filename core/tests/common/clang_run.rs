@@ -57,7 +57,15 @@ fn run_once(args: &[&str], source: &[u8]) -> Option<Vec<u8>> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {} (set ELFJIT_CLANG): {e}", clang()));
+        .unwrap_or_else(|e| {
+            // Under Wine clang cannot start: the object should have been stored.
+            let hint = if cfg!(windows) {
+                "; a Windows test reads objects a Linux run stored: run scripts/test-windows"
+            } else {
+                ""
+            };
+            panic!("cannot start {} (set ELFJIT_CLANG{hint}): {e}", clang())
+        });
     let mut stdin = child.stdin.take().expect("stdin");
     let source = source.to_vec();
     let writer = std::thread::spawn(move || stdin.write_all(&source));

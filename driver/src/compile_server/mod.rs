@@ -20,8 +20,11 @@
 //!   named by `ELFJIT_SERVER_DIR`, and the checks before one is used.
 //! - `server`: [`Server`], one running server and its client.
 //! - [`pool`]: the process's servers, per clang, shared by every thread that compiles.
+//! - `environment`: the variables clang reads, whose values a pool's servers are started
+//!   with (a change gets new servers), and those only a spawned clang applies.
 
 mod binary;
+mod environment;
 pub(crate) mod pool;
 pub(crate) mod prebuilt;
 pub(crate) mod protocol;
@@ -50,5 +53,7 @@ pub fn build_prebuilt_server(out: &std::path::Path) -> crate::Result<std::path::
 
 use crate::clang::Compiler;
 
+#[cfg(test)]
+mod fault_tests;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,9 @@
 //!   [`MAX_SERVERS`]; anything else is an error naming the value). A request takes an idle
 //!   server, starts one while the pool is below its size, or waits for one to come back,
 //!   never past its own deadline.
-//! - **Idle servers exit.** A server unused for [`IDLE_TIMEOUT`] is stopped by a reaper
+//! - **Idle servers exit.** A server unused for [`IDLE_TIMEOUT`] (or
+//!   `ELFJIT_COMPILE_SERVER_IDLE_SECS`, whole seconds from 1 to [`MAX_IDLE_SECS`], read
+//!   when the pool is made) is stopped, killed and reaped, by a reaper
 //!   thread, started when a server is first put back idle and ending once no pool holds an
 //!   idle server; each request also stops the expired servers it meets, so an idle server
 //!   outlives its timeout only while the reaper cannot be started.
@@ -16,17 +18,24 @@
 //! - **Faults.** A request that overruns its deadline kills its server (the next request
 //!   starts a replacement) and is the same [`Error::ClangTimeout`] a spawned clang gives. A
 //!   server that dies, or answers outside the protocol, is dropped and the request retried
-//!   once on a fresh server; a second failure is [`Error::CompileServer`] naming both (one
-//!   that ran out of memory under the compiler memory limit is not retried: it is the
-//!   spawned clang's [`Error::ClangMemoryLimit`]). After
+//!   once on a fresh server; after a second failure the request is spawned
+//!   ([`Served::Spawn`] naming both failures), so a source that crashes clang's frontend
+//!   gets the spawned clang's own error (one that ran out of memory under the compiler
+//!   memory limit is not retried: it is the spawned clang's [`Error::ClangMemoryLimit`]).
+//!   After
 //!   [`DEATHS_BEFORE_GIVING_UP`] such failures without a success in between, or a server
 //!   that cannot be started or dies before it is ready (a library missing at run time),
 //!   the pool is given up and later compiles spawn clang
 //!   ([`Served::Spawn`], which says why).
 //! - **Keyed by the clang**: its path and the file's identity (device, inode, size, change
 //!   time), so a clang replaced in place gets a new pool and a server verified for it, and
-//!   the memory limit its servers run under (the [`Compiler`]'s, as a spawned clang's).
+//!   the memory limit its servers run under (the [`Compiler`]'s, as a spawned clang's),
+//!   and the values of the variables clang reads from the environment
+//!   ([`environment::SERVER_READS`]), with which its servers are started: a server
+//!   compiles in the environment a clang spawned now would see. While a variable only
+//!   the `clang` executable applies is set (`CCC_OVERRIDE_OPTIONS`, ...), compiles spawn.
 
+use super::environment::{self, Environment};
 use super::{Limits, Reply, Request, Server, ServerBinary, ServerError};
 use crate::child::Failure;
 use crate::clang::Compiler;
@@ -41,8 +50,10 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_MAX_SERVERS: usize = 8;
 /// The most servers `ELFJIT_COMPILE_SERVERS` may ask for.
 pub const MAX_SERVERS: usize = 256;
-/// How long an unused server stays up.
+/// How long an unused server stays up, without `ELFJIT_COMPILE_SERVER_IDLE_SECS`.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest idle timeout `ELFJIT_COMPILE_SERVER_IDLE_SECS` may ask for (a day).
+pub const MAX_IDLE_SECS: u64 = 24 * 3600;
 /// How long a new server may take to load its libraries and say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Failed requests in a row (each already retried once) after which a pool is given up.
@@ -79,6 +90,22 @@ pub fn size_from(value: Option<&std::ffi::OsStr>) -> Result<usize> {
     Ok(n)
 }
 
+/// The idle timeout `ELFJIT_COMPILE_SERVER_IDLE_SECS=value` asks for (unset:
+/// [`IDLE_TIMEOUT`]).
+pub fn idle_timeout_from(value: Option<&std::ffi::OsStr>) -> Result<Duration> {
+    let Some(value) = value else {
+        return Ok(IDLE_TIMEOUT);
+    };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<u64>() {
+        Ok(secs) if (1..=MAX_IDLE_SECS).contains(&secs) => Ok(Duration::from_secs(secs)),
+        _ => Err(Error::BadArgument {
+            what: format!("ELFJIT_COMPILE_SERVER_IDLE_SECS `{text}`"),
+            reason: format!("not a whole number of seconds from 1 to {MAX_IDLE_SECS}"),
+        }),
+    }
+}
+
 /// What the pool made of a request.
 pub(crate) enum Served {
     /// A server compiled it (`status` may still be a failure: a broken source).
@@ -98,7 +125,11 @@ pub(crate) enum Served {
 pub(crate) struct Pool {
     binary: Arc<ServerBinary>,
     limits: Limits,
+    /// The values of the variables clang reads, which its servers are started with.
+    environment: Environment,
     size: usize,
+    /// How long a server may stay idle.
+    idle_timeout: Duration,
     state: Mutex<State>,
     returned: Condvar,
     /// Whether any of its servers has been ready yet.
@@ -153,11 +184,21 @@ enum Checkout<'a> {
 }
 
 impl Pool {
-    fn new(binary: Arc<ServerBinary>, limits: Limits, size: usize) -> Pool {
+    /// A pool of at most `size` servers of `binary` started within `limits` and with
+    /// `environment`, each stopped after `idle_timeout` unused. Its servers start on demand.
+    pub(super) fn new(
+        binary: Arc<ServerBinary>,
+        limits: Limits,
+        environment: Environment,
+        size: usize,
+        idle_timeout: Duration,
+    ) -> Pool {
         Pool {
             binary,
             limits,
+            environment,
             size,
+            idle_timeout,
             state: Mutex::new(State {
                 idle: Vec::new(),
                 pids: Vec::new(),
@@ -197,7 +238,7 @@ impl Pool {
             if let Some(why) = &state.given_up {
                 return Checkout::GivenUp(why.clone());
             }
-            let expired = take_expired(&mut state, Instant::now());
+            let expired = take_expired(&mut state, Instant::now(), self.idle_timeout);
             if !expired.is_empty() {
                 drop(state);
                 drop(expired);
@@ -265,7 +306,8 @@ impl Pool {
                 self.binary.path().display()
             ))
         };
-        let mut server = Server::start(&self.binary, &self.limits).map_err(failed)?;
+        let mut server =
+            Server::start_with(&self.binary, &self.limits, &self.environment).map_err(failed)?;
         let own = Instant::now() + START_TIMEOUT;
         let until = deadline.map_or(own, |d| d.min(own));
         match server.wait_ready(until) {
@@ -305,6 +347,12 @@ impl Pool {
             clang: clang.path().to_path_buf(),
             timeout: clang.timeout(),
         };
+        if let Some(reason) = environment::needs_spawn() {
+            return Ok(Served::Spawn {
+                reason,
+                fallback: false,
+            });
+        }
         let mut first_failure: Option<String> = None;
         loop {
             let mut lease = match self.checkout(deadline) {
@@ -373,19 +421,25 @@ impl Pool {
                     };
                     let mut state = self.lock();
                     state.failures_in_a_row += 1;
-                    if state.failures_in_a_row >= DEATHS_BEFORE_GIVING_UP {
+                    let gave_up = state.failures_in_a_row >= DEATHS_BEFORE_GIVING_UP;
+                    if gave_up {
                         state.given_up = Some(format!(
                             "compile servers failed on {} requests in a row, the last with: {what}",
                             state.failures_in_a_row
                         ));
                     }
                     drop(state);
-                    return Err(Error::CompileServer {
-                        clang: clang.path().to_path_buf(),
-                        message: format!(
-                            "the request failed twice: first {first}; then, retried on \
-                             another server, {what}"
+                    if gave_up {
+                        self.returned.notify_all();
+                    }
+                    // Spawned, the request gets clang's own verdict (a source that
+                    // crashes clang's frontend is clang's error, not the server's).
+                    return Ok(Served::Spawn {
+                        reason: format!(
+                            "the compile server failed on this request twice: first {first}; \
+                             then, retried on another server, {what}"
                         ),
+                        fallback: gave_up,
                     });
                 }
             }
@@ -406,11 +460,11 @@ impl Pool {
         }
     }
 
-    /// Stops the idle servers unused since before `now - IDLE_TIMEOUT`; whether any idle
+    /// Stops the idle servers unused for its idle timeout at `now`; whether any idle
     /// server is left.
     fn reap(&self, now: Instant) -> bool {
         let mut state = self.lock();
-        let expired = take_expired(&mut state, now);
+        let expired = take_expired(&mut state, now, self.idle_timeout);
         let left = !state.idle.is_empty();
         drop(state);
         drop(expired);
@@ -418,13 +472,13 @@ impl Pool {
     }
 }
 
-/// Removes the expired idle servers from `state` (and their pids), for the caller to drop
-/// outside the lock: dropping one kills and reaps it.
-fn take_expired(state: &mut State, now: Instant) -> Vec<Server> {
+/// Removes the idle servers unused for `timeout` at `now` from `state` (and their pids),
+/// for the caller to drop outside the lock: dropping one kills and reaps it.
+fn take_expired(state: &mut State, now: Instant, timeout: Duration) -> Vec<Server> {
     let mut expired = Vec::new();
     let mut i = 0;
     while let Some((_, since)) = state.idle.get(i) {
-        if now.saturating_duration_since(*since) >= IDLE_TIMEOUT {
+        if now.saturating_duration_since(*since) >= timeout {
             let (server, _) = state.idle.remove(i);
             let pid = server.pid();
             state.pids.retain(|p| *p != pid);
@@ -443,6 +497,7 @@ struct Key {
     /// Device, inode, size and change time of the file the path names.
     file: (u64, u64, u64, i64, i64),
     memory_limit: Option<u64>,
+    environment: Environment,
 }
 
 /// A clang's pool (or why it has none), made once; `starting` once someone makes it.
@@ -530,7 +585,10 @@ pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Res
             meta.ctime_nsec(),
         ),
         memory_limit: limits.memory_limit,
+        environment: Environment::current(),
     };
+    // The CLI's exit kills the servers without waiting for them to unmap LLVM.
+    crate::orphans::kill_only_at_exit(all_pids);
     let slot: Slot = {
         let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
         let pools = pools.mine();
@@ -538,7 +596,7 @@ pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Res
             Some((_, slot)) => slot.clone(),
             None => {
                 let slot = Slot::default();
-                pools.push((key, slot.clone()));
+                pools.push((key.clone(), slot.clone()));
                 slot
             }
         }
@@ -552,10 +610,15 @@ pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Res
         return Ok(found(made));
     }
     let size = size_from(std::env::var_os("ELFJIT_COMPILE_SERVERS").as_deref())?;
+    let idle = idle_timeout_from(std::env::var_os("ELFJIT_COMPILE_SERVER_IDLE_SECS").as_deref())?;
+    let environment = key.environment.clone();
     let make = move |slot: &SlotInner, clang: &Compiler, limits: &Limits| {
         slot.made.get_or_init(|| {
             ServerBinary::for_compiler(clang)
-                .map(|binary| Arc::new(Pool::new(binary, limits.clone(), size)))
+                .map(|binary| {
+                    let env = environment.clone();
+                    Arc::new(Pool::new(binary, limits.clone(), env, size, idle))
+                })
                 .map_err(|u| u.to_string())
         });
     };
@@ -565,6 +628,7 @@ pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Res
             return Ok(Found::Starting);
         }
         let (background, clang2, limits2) = (slot.clone(), clang.clone(), limits.clone());
+        let make = make.clone();
         let started = std::thread::Builder::new()
             .name("elfjit-compile-server-start".into())
             .spawn(move || {
@@ -589,7 +653,8 @@ pub(crate) fn for_compiler(clang: &Compiler, limits: &Limits, wait: bool) -> Res
     })
 }
 
-/// The pids of every compile server of this process (for tests that must find one).
+/// The pids of every compile server of this process that is ready or serving (for tests
+/// that must find one, and for the exit-time kill).
 pub(crate) fn all_pids() -> Vec<u32> {
     let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner()).all();
     pools.iter().flat_map(|pool| pool.pids()).collect()
@@ -599,6 +664,7 @@ pub(crate) fn all_pids() -> Vec<u32> {
 mod reaper {
     use super::{IDLE_TIMEOUT, POOLS};
     use std::sync::Mutex;
+    use std::time::Duration;
     use std::time::Instant;
 
     /// The process whose reaper runs (a forked child has none, whatever it inherited).
@@ -621,7 +687,12 @@ mod reaper {
 
     fn run() {
         loop {
-            std::thread::sleep(IDLE_TIMEOUT / 4);
+            // A quarter of the shortest idle timeout: a server exits at most a quarter
+            // late.
+            let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner()).all();
+            let shortest = pools.iter().map(|p| p.idle_timeout).min();
+            drop(pools);
+            std::thread::sleep(shortest.unwrap_or(IDLE_TIMEOUT) / 4);
             let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner()).all();
             let now = Instant::now();
             let mut any_idle = false;

@@ -13,10 +13,11 @@
 //! past a reply and nothing is allocated beyond a cap.
 
 use super::binary::ServerBinary;
+use super::environment::Environment;
 use super::protocol::{self, Ready, ReplyHeader, READY_SIZE, REPLY_HEADER_SIZE};
-use crate::child::{limit_memory, poll_timeout, set_nonblocking, Running, Stream};
+use crate::child::{limit_memory, poll_ready, set_nonblocking, Running, Stream};
 use crate::clang::Compiler;
-use rustix::event::{PollFd, PollFlags};
+use rustix::event::PollFlags;
 use std::fmt;
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
@@ -221,11 +222,28 @@ fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Server
 }
 
 impl Server {
-    /// Starts the server `bin` (re-verifying its bytes first) within `limits`. Returns at
-    /// once: the server loads its libraries while the first request is written.
+    /// Starts the server `bin` (re-verifying its bytes first) within `limits`, with the
+    /// process's current environment. Returns at once: the server loads its libraries
+    /// while the first request is written.
     pub(crate) fn start(bin: &ServerBinary, limits: &Limits) -> Result<Server, ServerError> {
+        Server::start_with(bin, limits, &Environment::current())
+    }
+
+    /// [`Server::start`] with the variables clang reads set to `env`'s values (those of
+    /// the pool it serves), whatever the process's are now.
+    pub(crate) fn start_with(
+        bin: &ServerBinary,
+        limits: &Limits,
+        env: &Environment,
+    ) -> Result<Server, ServerError> {
         bin.check().map_err(|why| ServerError::Untrusted { why })?;
         let mut cmd = Command::new(bin.program());
+        for (name, value) in env.vars() {
+            match value {
+                Some(value) => cmd.env(name, value),
+                None => cmd.env_remove(name),
+            };
+        }
         cmd.arg(std::process::id().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -250,7 +268,6 @@ impl Server {
         }
         let [stdin, stdout, stderr] = pipes;
         let pidfd = crate::platform::exit_notifier(running.pid());
-        crate::orphans::kill_only_at_exit(pid);
         Ok(Server {
             running: Some(running),
             pid,
@@ -384,36 +401,27 @@ impl Server {
                     after: deadline.saturating_duration_since(started),
                 });
             }
-            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
-            let mut roles: Vec<u8> = Vec::with_capacity(4);
+            let mut waits: Vec<(u8, &OwnedFd, PollFlags)> = Vec::with_capacity(4);
             if writing {
                 if let Some(fd) = &self.stdin {
-                    fds.push(PollFd::new(fd, PollFlags::OUT));
-                    roles.push(0);
+                    waits.push((0, fd, PollFlags::OUT));
                 }
             }
             for (role, fd) in [(1u8, &self.stdout), (2, &self.stderr), (3, &self.pidfd)] {
                 if let Some(fd) = fd {
-                    fds.push(PollFd::new(fd, PollFlags::IN));
-                    roles.push(role);
+                    waits.push((role, fd, PollFlags::IN));
                 }
             }
             let slice = self.pidfd.is_none().then_some(Duration::from_millis(10));
-            let timeout = poll_timeout(Some(deadline), slice);
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            let polled = poll_ready(&waits, Some(deadline), slice);
+            drop(waits);
+            let ready = match polled {
+                Ok(ready) => ready,
                 Err(e) => {
                     self.kill();
-                    return Err(io_error("cannot wait for the compile server")(e.into()));
+                    return Err(io_error("cannot wait for the compile server")(e));
                 }
-            }
-            let ready: Vec<(u8, PollFlags)> = roles
-                .iter()
-                .zip(fds.iter())
-                .map(|(r, f)| (*r, f.revents()))
-                .filter(|(_, ev)| !ev.is_empty())
-                .collect();
-            drop(fds);
+            };
             let mut exited = false;
             for (role, events) in ready {
                 match role {
@@ -641,7 +649,6 @@ impl Server {
     }
 
     fn close(&mut self) {
-        crate::orphans::forget_kill_only(self.pid);
         self.stdin = None;
         self.stdout = None;
         self.stderr = None;

@@ -183,14 +183,19 @@ impl Chunk {
                 code.jit = jit;
                 for region in &chunk.regions {
                     // SAFETY: each region lies in the reservation just made; nothing uses it.
-                    unsafe {
+                    let made = unsafe {
                         match region.jit {
                             Some(jit) => (jit.open_region)(region.writer, region.bytes)
                                 .map_err(|e| code_write::refused(jit.open_step, requested, e)),
-                            None => sys::protect(region.writer, region.bytes, region.rest)
-                                .map_err(|e| classify("protect a new chunk", requested, e)),
+                            None => if region.rest == Prot::ReadWrite {
+                                sys::rest_writable(region.writer, region.bytes)
+                            } else {
+                                sys::protect(region.writer, region.bytes, region.rest)
+                            }
+                            .map_err(|e| classify("protect a new chunk", requested, e)),
                         }
-                    }?;
+                    };
+                    made?;
                 }
             }
             Mode::Packed => {

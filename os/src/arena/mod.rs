@@ -980,6 +980,19 @@ impl Shared {
                 }
             }
         }
+        // Data pages rest writable and are handed out as they are; where writable pages
+        // are charged before they are written (Windows' commit), they are backed now.
+        for a in allocations.iter() {
+            let data = a.segment(SegmentKind::Data);
+            if data.held != 0 {
+                // SAFETY: the segment's pages belong to this allocation alone and lie in
+                // the data region, whose pages rest writable.
+                unsafe { sys::commit_writable(data.writer, data.held) }.map_err(|e| {
+                    classify::classify("commit data pages", data.held as u64, e)
+                        .for_request(requested(allocations))
+                })?;
+            }
+        }
         for a in allocations.iter_mut() {
             a.zero_filled = true;
             for (seg, kind) in a.segments.iter().zip(SegmentKind::ALL) {

@@ -15,6 +15,7 @@ pub(crate) use super::sys_posix::{
     address_space_limit, fork_generation, forks_begun, is_out_of_memory, map_file_at,
     map_private_aligned, page_size, protect, register_fork_hooks, unmap,
 };
+pub(crate) use super::sys_posix::{commit_writable, rest_writable};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Reserves `len` bytes of address space: inaccessible, no commit charge, no pages.

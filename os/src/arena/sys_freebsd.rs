@@ -18,6 +18,7 @@ pub(crate) use super::sys_posix::{
     address_space_limit, is_out_of_memory, map_file_at, map_private_aligned, page_size, protect,
     unmap,
 };
+pub(crate) use super::sys_posix::{commit_writable, rest_writable};
 use std::os::fd::OwnedFd;
 
 /// Reserves `len` bytes of inaccessible address space.

@@ -60,6 +60,7 @@ pub(crate) use super::sys_posix::{
     address_space_limit, fork_generation, forks_begun, is_out_of_memory, map_private_aligned,
     page_size, protect, register_fork_hooks, unmap,
 };
+pub(crate) use super::sys_posix::{commit_writable, rest_writable};
 use std::os::fd::OwnedFd;
 
 /// Reserves `len` bytes of inaccessible address space (on arm64 a `MAP_JIT` mapping).

@@ -177,6 +177,24 @@ pub(crate) unsafe fn remap_zero(
     }
 }
 
+/// Makes a new region whose free pages rest writable (the data region) writable: pages
+/// are backed when first written, so nothing more is needed when they are handed out.
+///
+/// # Safety
+/// As [`protect`].
+pub(crate) unsafe fn rest_writable(addr: usize, len: usize) -> Result<(), i32> {
+    // SAFETY: the caller upholds `protect`'s contract.
+    unsafe { protect(addr, len, Prot::ReadWrite) }
+}
+
+/// Nothing to do: writable pages are backed when first written ([`rest_writable`]).
+///
+/// # Safety
+/// The caller owns the range.
+pub(crate) unsafe fn commit_writable(_addr: usize, _len: usize) -> Result<(), i32> {
+    Ok(())
+}
+
 /// Changes the protection of `[addr, addr + len)`.
 ///
 /// # Safety

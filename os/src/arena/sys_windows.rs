@@ -4,8 +4,11 @@
 //! demand (`MEM_COMMIT`), `VirtualProtect` to `PAGE_READWRITE`, `PAGE_EXECUTE_READ` and
 //! `PAGE_READONLY` (never `PAGE_EXECUTE_READWRITE`), `MEM_DECOMMIT` to give pages back
 //! (they read as zero when committed again) and `FlushInstructionCache`. Reserved pages
-//! are committed when they are first made writable, so an idle arena costs address space,
-//! not commit charge, except its data region, whose free pages rest writable (committed).
+//! are committed when they are first made writable, and the data region's, which rest
+//! writable and are handed out without a protection change, when they are handed out
+//! ([`commit_writable`]); freed ones are decommitted. So an idle arena costs address
+//! space, not commit charge (committed pages count against the system's commit limit
+//! whether touched or not).
 //!
 //! It lacks: releasing part of a reservation (`MEM_RELEASE` frees a whole reservation, so
 //! an aligned one is found by reserving, releasing and reserving again at the aligned
@@ -162,6 +165,33 @@ pub(crate) unsafe fn protect(addr: usize, len: usize, prot: Prot) -> Result<(), 
     Ok(())
 }
 
+/// A new region whose free pages rest writable (the data region): left reserved, no
+/// commit charge; each run is committed when the arena hands it out ([`commit_writable`]).
+///
+/// # Safety
+/// The caller owns the range.
+pub(crate) unsafe fn rest_writable(_addr: usize, _len: usize) -> Result<(), i32> {
+    Ok(())
+}
+
+/// Commits `[addr, addr + len)` read/write (the pages containing it): pages of a region
+/// that rests writable, about to be handed out. Pages already committed stay as they are
+/// (they are read/write: nothing else is asked of such a region).
+///
+/// # Safety
+/// The caller owns the range, which lies in a reservation of this arena whose pages are
+/// reserved or committed read/write.
+pub(crate) unsafe fn commit_writable(addr: usize, len: usize) -> Result<(), i32> {
+    // SAFETY: commits pages of the caller's range (see the contract); committing
+    // committed pages with their own protection changes nothing.
+    let p = unsafe { VirtualAlloc(addr as *const _, len, MEM_COMMIT, PAGE_READWRITE) };
+    if p.is_null() {
+        Err(last_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// Windows has none of the advice the arena gives: refused, best effort.
 ///
 /// # Safety
@@ -170,10 +200,10 @@ pub(crate) unsafe fn advise(_addr: usize, _len: usize, _advice: Advice) -> Resul
     Err(ERROR_NOT_SUPPORTED as i32)
 }
 
-/// Returns `[addr, addr + len)` to the OS (`MEM_DECOMMIT`). Pages that rest writable
-/// (`rest`: the data region) are committed again at once, reading as zero, because the
-/// arena hands them out without a protection change; the others stay reserved until they
-/// are made writable. `shared` never holds on Windows (no packed mode).
+/// Returns `[addr, addr + len)` to the OS (`MEM_DECOMMIT`): the pages stay reserved until
+/// they are made writable, or, in the region that rests writable (the data region), until
+/// the arena hands them out again ([`commit_writable`]); they read as zero then. `shared`
+/// never holds on Windows (no packed mode).
 ///
 /// # Safety
 /// The caller owns the range and nothing needs its contents any more.
@@ -181,18 +211,11 @@ pub(crate) unsafe fn release(
     addr: usize,
     len: usize,
     _shared: bool,
-    rest: Prot,
+    _rest: Prot,
 ) -> Result<(), i32> {
     // SAFETY: decommits pages of the caller's range (see the contract).
     if unsafe { VirtualFree(addr as *mut _, len, MEM_DECOMMIT) } == 0 {
         return Err(last_error());
-    }
-    if rest == Prot::ReadWrite {
-        // SAFETY: commits the pages just decommitted, of the caller's range.
-        let p = unsafe { VirtualAlloc(addr as *const _, len, MEM_COMMIT, PAGE_READWRITE) };
-        if p.is_null() {
-            return Err(last_error());
-        }
     }
     Ok(())
 }
