@@ -18,6 +18,8 @@ pub mod mmap;
 pub mod platform;
 pub mod prefault;
 pub mod resolve;
+#[cfg(all(test, target_os = "linux"))]
+mod test_maps;
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod test_seccomp;
 

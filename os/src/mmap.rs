@@ -311,30 +311,14 @@ impl Drop for MmapBackend {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use crate::test_maps::permissions;
     use elfjit_core::SegmentRequest;
 
     fn request(size: u64, align: u64) -> SegmentRequest {
         SegmentRequest { size, align }
-    }
-
-    /// The permissions `/proc/self/maps` shows for the page holding `address`.
-    #[cfg(target_os = "linux")]
-    pub(crate) fn permissions(address: usize) -> String {
-        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
-        for line in maps.lines() {
-            let mut fields = line.split_whitespace();
-            let range = fields.next().unwrap_or("");
-            let perms = fields.next().unwrap_or("");
-            let (lo, hi) = range.split_once('-').unwrap_or(("0", "0"));
-            let lo = usize::from_str_radix(lo, 16).unwrap_or(0);
-            let hi = usize::from_str_radix(hi, 16).unwrap_or(0);
-            if (lo..hi).contains(&address) {
-                return perms[..3].to_string();
-            }
-        }
-        panic!("{address:#x} is not mapped");
     }
 
     #[test]

@@ -173,7 +173,7 @@ pub(crate) mod by_mprotect {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::mmap::tests::permissions;
+    use crate::test_maps::permissions;
 
     fn code_page() -> (usize, usize) {
         let page = super::super::sys::page_size();

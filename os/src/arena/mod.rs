@@ -1487,7 +1487,7 @@ mod tests {
     #[test]
     fn staged_code_is_copied_into_its_pages_at_publish() {
         use crate::icache::tests::returns;
-        use crate::mmap::tests::permissions;
+        use crate::test_maps::permissions;
         let config = ArenaConfig {
             class_bytes: 2 << 20,
             ..ArenaConfig::default()
