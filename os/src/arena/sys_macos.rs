@@ -8,12 +8,14 @@
 //! contents (released pages are replaced by fresh anonymous ones) and `/proc` (no map count
 //! to report).
 //!
-//! **arm64: `MAP_JIT`.** Every arena reservation is one `MAP_JIT` mapping, made
+//! **arm64: `MAP_JIT`.** Every arena reservation (and every `MmapBackend` image, through
+//! [`reserve_aligned`] and the same [`JIT`]) is one `MAP_JIT` mapping, made
 //! inaccessible (`PROT_NONE`) as any reservation is; `MAP_JIT` cannot be placed inside an
 //! existing reservation (`MAP_FIXED` is refused with it), so the whole chunk is one. A new
 //! chunk's code region is then made read/write/execute once ([`PerThreadJit::open_region`]);
-//! the kernel refuses to change a `MAP_JIT` range's protection once it is
-//! read/write/execute, so it never is again, and freed code pages are given back with
+//! XNU's `vm_map_enter` says a `MAP_JIT` range once read/write/execute may not be downgraded
+//! (osfmk/vm/vm_map.c:2945-2968; the page-table monitor's rule, not in the public source),
+//! so it never is again, and freed code pages are given back with
 //! `MADV_FREE` (a staged publish writes every byte of the pages it takes). The read-only and
 //! data regions are ordinary protections of the same mapping and change as on Linux. Each
 //! thread sees the code region either writable or executable, never both
