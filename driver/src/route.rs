@@ -21,7 +21,9 @@
 //! [`crate::prepare`] starts a server in the background.
 //!
 //! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
-//! reports it) and [`describe`] what would compile the next one (`elfjit --version`).
+//! reports it), [`last_server_timing`] how that time split between the server's compile
+//! and the protocol around it, and [`describe`] what would compile the next one
+//! (`elfjit --version`).
 
 use crate::clang::{compile_args, parse_dependencies, Compiler};
 use crate::compile_server::pool::{self, Found, Pool, Served};
@@ -33,7 +35,7 @@ pub use crate::outcome::CompiledBy;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The environment variable that chooses the compiler.
 pub const COMPILER_ENV: &str = "ELFJIT_COMPILER";
@@ -74,6 +76,7 @@ impl Mode {
 
 thread_local! {
     static LAST: RefCell<Option<CompiledBy>> = const { RefCell::new(None) };
+    static LAST_TIMING: RefCell<Option<ServerTiming>> = const { RefCell::new(None) };
 }
 
 /// What compiled this thread's last kernel (`None` before its first compile).
@@ -81,8 +84,34 @@ pub fn last_compile() -> Option<CompiledBy> {
     LAST.with(|l| l.borrow().clone())
 }
 
+/// How a compile server's request took its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerTiming {
+    /// From the request's first byte written to the reply's last read, in this process.
+    pub round_trip: Duration,
+    /// What the server reports: from the request read in full to the reply ready.
+    pub server: Duration,
+}
+
+impl ServerTiming {
+    /// The protocol's share: the round trip less the server's own time.
+    pub fn overhead(&self) -> Duration {
+        self.round_trip.saturating_sub(self.server)
+    }
+}
+
+/// The timing of this thread's last compile, if a compile server replied to it (`None`
+/// when it was spawned, or before the first compile).
+pub fn last_server_timing() -> Option<ServerTiming> {
+    LAST_TIMING.with(|l| *l.borrow())
+}
+
 fn record(by: CompiledBy) {
     LAST.with(|l| *l.borrow_mut() = Some(by));
+}
+
+fn record_timing(timing: Option<ServerTiming>) {
+    LAST_TIMING.with(|l| *l.borrow_mut() = timing);
 }
 
 /// What would compile a kernel with `compiler` now, starting a server if the pool has none
@@ -233,6 +262,7 @@ fn compile_on_server(
     source: &[u8],
     want_dependencies: bool,
 ) -> Result<Option<Reply>> {
+    record_timing(None);
     let pool = match choose(compiler, false)? {
         Choice::Pool(pool) => pool,
         Choice::Spawn(reason) => {
@@ -259,6 +289,10 @@ fn compile_on_server(
     };
     match pool.compile(&request, deadline, compiler)? {
         Served::Reply { reply, pid } => {
+            record_timing(Some(ServerTiming {
+                round_trip: reply.round_trip,
+                server: reply.server_time,
+            }));
             record(CompiledBy::Server {
                 pid,
                 binary: pool.binary().path().to_path_buf(),

@@ -57,6 +57,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <memory>
@@ -137,6 +138,16 @@ struct Reply {
   std::string dependencies;
 };
 
+uint64_t monotonic_ns() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
+
+// When the request being served was read in full: the reply carries the server's time
+// from then, so that the client can tell the protocol's overhead from the compile.
+uint64_t request_read_ns = 0;
+
 void send_reply(const Reply &r) {
   unsigned char h[ELFJIT_CS_REPLY_HEADER_SIZE] = {0};
   put32(h, ELFJIT_CS_REPLY_MAGIC);
@@ -146,6 +157,7 @@ void send_reply(const Reply &r) {
   put64(h + 16, r.object.size());
   put64(h + 24, r.diagnostics.size());
   put64(h + 32, r.dependencies.size());
+  put64(h + 40, monotonic_ns() - request_read_ns);
   write_fully(h, sizeof h);
   write_fully(r.object.data(), r.object.size());
   write_fully(r.diagnostics.data(), r.diagnostics.size());
@@ -519,6 +531,7 @@ bool serve_one() {
     }
     left -= n;
   }
+  request_read_ns = monotonic_ns();
   if (lseek(source_fd, 0, SEEK_SET) != 0)
     fail(ELFJIT_CS_EXIT_SETUP, "cannot rewind the source", strerror(errno));
   int object_fd = memfd_create("elfjit-object", MFD_CLOEXEC);

@@ -81,6 +81,11 @@ pub(crate) struct Reply {
     pub diagnostics: Vec<u8>,
     /// The make-style dependency list (target `x`), if it was asked for.
     pub dependencies: Option<Vec<u8>>,
+    /// The time the server reports for the request (read in full to reply ready).
+    pub server_time: Duration,
+    /// The client's time for the request, from its first byte written to the reply's
+    /// last read: minus `server_time`, the protocol's overhead.
+    pub round_trip: Duration,
 }
 
 /// Why a request got no reply from the server. After `Died`, `Timeout` and `Protocol` the
@@ -322,6 +327,7 @@ impl Server {
         let header = self
             .exchange(&input, Some(&mut bodies), deadline, started)?
             .ok_or_else(|| self.broken("no reply".into()))?;
+        let round_trip = started.elapsed();
         let [object, diagnostics, dependencies] = bodies;
         match header.kind {
             protocol::KIND_COMPILED => Ok(Reply {
@@ -329,6 +335,8 @@ impl Server {
                 object,
                 diagnostics,
                 dependencies: header.has_dependencies.then_some(dependencies),
+                server_time: Duration::from_nanos(header.server_ns),
+                round_trip,
             }),
             protocol::KIND_NEEDS_SPAWN => Err(ServerError::NeedsSpawn {
                 reason: String::from_utf8_lossy(&diagnostics).into_owned(),
