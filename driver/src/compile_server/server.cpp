@@ -59,6 +59,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,10 +162,38 @@ void send_reply(const Reply &r) {
   put64(h + 24, r.diagnostics.size());
   put64(h + 32, r.dependencies.size());
   put64(h + 40, monotonic_ns() - request_read_ns);
-  write_fully(h, sizeof h);
-  write_fully(r.object.data(), r.object.size());
-  write_fully(r.diagnostics.data(), r.diagnostics.size());
-  write_fully(r.dependencies.data(), r.dependencies.size());
+  // One writev for the whole reply: the client wakes once for a small one.
+  struct iovec parts[4] = {
+      {h, sizeof h},
+      {const_cast<char *>(r.object.data()), r.object.size()},
+      {const_cast<char *>(r.diagnostics.data()), r.diagnostics.size()},
+      {const_cast<char *>(r.dependencies.data()), r.dependencies.size()},
+  };
+  struct iovec *next = parts;
+  int left = 4;
+  while (left > 0) {
+    if (next->iov_len == 0) {
+      next++;
+      left--;
+      continue;
+    }
+    ssize_t n = writev(proto_out, next, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      fail(ELFJIT_CS_EXIT_IO, "cannot write a reply", strerror(errno));
+    }
+    size_t done = static_cast<size_t>(n);
+    while (left > 0 && done >= next->iov_len) {
+      done -= next->iov_len;
+      next++;
+      left--;
+    }
+    if (left > 0) {
+      next->iov_base = static_cast<char *>(next->iov_base) + done;
+      next->iov_len -= done;
+    }
+  }
 }
 
 // Caps the reply's outputs: past a cap, only the head of the diagnostics is sent and the

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// The most of the server's own stderr kept (its head); the rest is read and dropped.
 pub(crate) const MAX_SERVER_STDERR: usize = 64 << 10;
+/// Sources up to this size are written with their request's header and arguments at once.
+const ONE_WRITE: usize = 64 << 10;
 /// How long a server that closed its stdout may take to exit before it is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
@@ -321,11 +323,19 @@ impl Server {
                     reason: u.to_string(),
                 },
             )?;
-        let input: [&[u8]; 3] = [&header, &packed, req.source];
+        // A small request goes in one write: the server then wakes once for it.
+        let parts: [&[u8]; 3] = [&header, &packed, req.source];
+        let whole: Vec<u8> = if req.source.len() <= ONE_WRITE {
+            parts.concat()
+        } else {
+            Vec::new()
+        };
+        let one: [&[u8]; 1] = [&whole];
+        let input: &[&[u8]] = if whole.is_empty() { &parts } else { &one };
         let started = Instant::now();
         let mut bodies: [Vec<u8>; 3] = Default::default();
         let header = self
-            .exchange(&input, Some(&mut bodies), deadline, started)?
+            .exchange(input, Some(&mut bodies), deadline, started)?
             .ok_or_else(|| self.broken("no reply".into()))?;
         let round_trip = started.elapsed();
         let [object, diagnostics, dependencies] = bodies;
