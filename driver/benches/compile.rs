@@ -18,7 +18,10 @@
 //!   tinygrad and Morok compile them), as parallel as [`compile_sources`] runs them, with
 //!   spawned clangs vs the pool's warm servers;
 //! - `batch64/spawn` vs `batch64/server`: the 64 kernels as one [`Batch`] split over the
-//!   cores ([`Batch::build_split`]), with spawned clangs vs the pool's servers.
+//!   cores ([`Batch::build_split`]), with spawned clangs vs the pool's servers;
+//! - `protocol/{empty,saxpy}/overhead` vs `.../server`: per request on a warm server, the
+//!   client's round trip less the server's own reported time
+//!   ([`elfjit::route::last_server_timing`]), and that server time itself.
 //!
 //! The other groups compile as `ELFJIT_COMPILER` says (unset: through the compile server
 //! pool where there is a server).
@@ -189,6 +192,35 @@ fn spawn_vs_server(c: &mut Criterion) {
     group.finish();
 }
 
+fn protocol_overhead(c: &mut Criterion) {
+    let clang = compiler();
+    let o = opts();
+    let mut group = c.benchmark_group("protocol");
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(5));
+    // Benchmarks run one at a time: nothing else reads the variable meanwhile.
+    std::env::set_var("ELFJIT_COMPILER", "server");
+    for (name, source) in [("empty", ""), ("saxpy", SAXPY)] {
+        clang.compile(source.as_bytes(), &o).expect("compile");
+        type Part = fn(&elfjit::route::ServerTiming) -> Duration;
+        let parts: [(&str, Part); 2] = [("overhead", |t| t.overhead()), ("server", |t| t.server)];
+        for (part, of) in parts {
+            group.bench_function(format!("{name}/{part}"), |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| {
+                            black_box(clang.compile(source.as_bytes(), &o).unwrap());
+                            of(&elfjit::route::last_server_timing().expect("a server compiled it"))
+                        })
+                        .sum()
+                })
+            });
+        }
+    }
+    std::env::remove_var("ELFJIT_COMPILER");
+    group.finish();
+}
+
 /// Runs `bench` once per compiler mode (`spawn`, then `server`), with `ELFJIT_COMPILER`
 /// set to it and the pool's servers started and warm before the timing.
 fn per_mode(warm: impl Fn(), mut bench: impl FnMut(&str)) {
@@ -250,6 +282,7 @@ criterion_group!(
     batches,
     parallel,
     spawn_vs_server,
+    protocol_overhead,
     kernels64
 );
 criterion_main!(benches);

@@ -102,7 +102,7 @@ impl Cache {
     }
 }
 
-pub use crate::outcome::{CacheStatus, CompiledBy};
+pub use crate::outcome::{CacheStatus, CompiledBy, ServerTiming};
 
 /// [`Error::Unsupported`]: nothing compiles on Windows.
 pub fn describe(_compiler: &Compiler) -> Result<CompiledBy> {
@@ -111,6 +111,11 @@ pub fn describe(_compiler: &Compiler) -> Result<CompiledBy> {
 
 /// What compiled this thread's last kernel: always `None` on Windows.
 pub fn last_compile() -> Option<CompiledBy> {
+    None
+}
+
+/// No compile server replies on Windows: always `None`.
+pub fn last_server_timing() -> Option<ServerTiming> {
     None
 }
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Whether a compile was served from the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -54,5 +55,22 @@ impl fmt::Display for CompiledBy {
             }
             CompiledBy::Spawned { reason } => write!(f, "spawned clang ({reason})"),
         }
+    }
+}
+
+/// How a compile server's request took its time ([`crate::route::last_server_timing`]
+/// reports the last one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerTiming {
+    /// From the request's first byte written to the reply's last read, in this process.
+    pub round_trip: Duration,
+    /// What the server reports: from the request read in full to the reply ready.
+    pub server: Duration,
+}
+
+impl ServerTiming {
+    /// The protocol's share: the round trip less the server's own time.
+    pub fn overhead(&self) -> Duration {
+        self.round_trip.saturating_sub(self.server)
     }
 }

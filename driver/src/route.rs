@@ -4,12 +4,13 @@
 //! `ELFJIT_COMPILER` decides: unset or empty, a server when one can be had and a spawned
 //! clang otherwise, with one note per process saying why (no server for this clang, a server
 //! that cannot be started or keeps failing). A process's first compile starts the server
-//! on a thread of its own and spawns clang meanwhile, as do the compiles that come before
-//! the server is ready, so a short-lived process never waits for a server's start
-//! ([`crate::prepare`] starts it earlier); `spawn`, always a spawned clang; `server`,
-//! always a server, and an error where there is none. Any other value is an error naming
-//! it. Flags a server must not compile (`-mllvm`, which changes LLVM's global state) are
-//! spawned whatever the setting.
+//! on a thread of its own once its spawned clang has finished, and spawns clang meanwhile,
+//! as do the compiles that come before the server is ready, so a short-lived process never
+//! waits for a server's start and its first compile does not share the cores with it
+//! ([`crate::prepare`] and [`describe`] start it earlier); `spawn`, always a spawned
+//! clang; `server`, always a server, and an error where there is none. Any other value is
+//! an error naming it. Flags a server must not compile (`-mllvm`, which changes LLVM's
+//! global state) are spawned whatever the setting.
 //!
 //! The servers are the process's own, one pool per clang, started on demand: at most the
 //! available cores, up to 8 (`ELFJIT_COMPILE_SERVERS=N`, N from 1 to 256, changes it; any
@@ -23,7 +24,9 @@
 //! [`crate::prepare`] starts a server in the background.
 //!
 //! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
-//! reports it) and [`describe`] what would compile the next one (`elfjit --version`).
+//! reports it), [`last_server_timing`] how that time split between the server's compile
+//! and the protocol around it, and [`describe`] what would compile the next one
+//! (`elfjit --version`).
 
 use crate::clang::{compile_args, parse_dependencies, Compiler};
 use crate::compile_server::pool::{self, Found, Pool, Served};
@@ -31,9 +34,10 @@ use crate::compile_server::{Limits, Reply, Request};
 use crate::error::{Error, Result};
 use crate::flags::{CompileOptions, HostInfo, Lang};
 use crate::memory_limit::says_out_of_memory;
-pub use crate::outcome::CompiledBy;
+pub use crate::outcome::{CompiledBy, ServerTiming};
 use std::cell::RefCell;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -76,6 +80,7 @@ impl Mode {
 
 thread_local! {
     static LAST: RefCell<Option<CompiledBy>> = const { RefCell::new(None) };
+    static LAST_TIMING: RefCell<Option<ServerTiming>> = const { RefCell::new(None) };
 }
 
 /// What compiled this thread's last kernel (`None` before its first compile).
@@ -83,13 +88,24 @@ pub fn last_compile() -> Option<CompiledBy> {
     LAST.with(|l| l.borrow().clone())
 }
 
+/// The timing of this thread's last compile, if a compile server replied to it (`None`
+/// when it was spawned, or before the first compile).
+pub fn last_server_timing() -> Option<ServerTiming> {
+    LAST_TIMING.with(|l| *l.borrow())
+}
+
 fn record(by: CompiledBy) {
     LAST.with(|l| *l.borrow_mut() = Some(by));
+}
+
+fn record_timing(timing: Option<ServerTiming>) {
+    LAST_TIMING.with(|l| *l.borrow_mut() = timing);
 }
 
 /// What would compile a kernel with `compiler` now, starting a server if the pool has none
 /// running (its pid is then the one reported).
 pub fn describe(compiler: &Compiler) -> Result<CompiledBy> {
+    SERVER_WANTED.store(true, Ordering::Release);
     match choose(compiler, true)? {
         Choice::Spawn(reason) => Ok(CompiledBy::Spawned { reason }),
         Choice::Pool(pool) => match pool.warm() {
@@ -128,6 +144,14 @@ fn choose(compiler: &Compiler, wait: bool) -> Result<Choice> {
         Found::Unavailable(why) => unavailable(mode, compiler, why).map(Choice::Spawn),
     }
 }
+
+/// Whether a server is wanted yet: once the process's first compile has finished, or
+/// [`describe`] or [`crate::prepare`] asked for one.
+static SERVER_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// Why the process's first compiles spawn clang.
+const FIRST_COMPILE: &str = "the process's first compile spawns clang; the compile server \
+                             starts after it";
 
 /// Why a compile spawned clang while the first server starts.
 const STARTING: &str =
@@ -189,6 +213,19 @@ impl Compiler {
         dependencies: bool,
     ) -> Result<(Vec<u8>, Vec<PathBuf>)> {
         let args = compile_args(opts, host);
+        if Mode::from_env()? == Mode::Auto && !SERVER_WANTED.load(Ordering::Acquire) {
+            // A bad pool size is an error now, as it is where the server starts at once.
+            pool::size_from(std::env::var_os("ELFJIT_COMPILE_SERVERS").as_deref())?;
+            record_timing(None);
+            record(CompiledBy::Spawned {
+                reason: FIRST_COMPILE.to_string(),
+            });
+            let spawned = self.compile_spawned(args, source, dependencies);
+            // Now the server: its start no longer competes with that clang.
+            SERVER_WANTED.store(true, Ordering::Release);
+            let _ = choose(self, false);
+            return spawned;
+        }
         match compile_on_server(self, &args, source, dependencies)? {
             Some(reply) => server_result(self, reply),
             None => self.compile_spawned(args, source, dependencies),
@@ -235,6 +272,7 @@ fn compile_on_server(
     source: &[u8],
     want_dependencies: bool,
 ) -> Result<Option<Reply>> {
+    record_timing(None);
     let pool = match choose(compiler, false)? {
         Choice::Pool(pool) => pool,
         Choice::Spawn(reason) => {
@@ -261,6 +299,10 @@ fn compile_on_server(
     };
     match pool.compile(&request, deadline, compiler)? {
         Served::Reply { reply, pid } => {
+            record_timing(Some(ServerTiming {
+                round_trip: reply.round_trip,
+                server: reply.server_time,
+            }));
             record(CompiledBy::Server {
                 pid,
                 binary: pool.binary().path().to_path_buf(),
@@ -291,6 +333,7 @@ fn compile_on_server(
 /// exits meanwhile takes it along (and the server sees its parent gone and exits).
 pub(crate) fn warm_in_background() {
     static STARTED: std::sync::Once = std::sync::Once::new();
+    SERVER_WANTED.store(true, Ordering::Release);
     STARTED.call_once(|| {
         if Mode::from_env().ok() == Some(Mode::Spawn) {
             return;

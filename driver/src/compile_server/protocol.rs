@@ -19,7 +19,10 @@
 //!   [`STREAM_DIAGNOSTICS`] / [`STREAM_DEPENDENCIES`] that overflowed), flags (u32:
 //!   [`REPLY_FLAG_HAS_DEPENDENCIES`]), then the lengths (u64 each) of the object (at most
 //!   [`MAX_OBJECT_SIZE`]), the diagnostics (at most [`MAX_DIAGNOSTICS`]) and the
-//!   dependency list (at most [`MAX_DEPENDENCY_LIST`]), then those bytes in that order.
+//!   dependency list (at most [`MAX_DEPENDENCY_LIST`]), then the server's own time for
+//!   the request in nanoseconds (u64: from the request read in full to the reply ready,
+//!   so a client's round trip minus it is the protocol's overhead), then those bytes in
+//!   that order.
 //!   For [`KIND_NEEDS_SPAWN`] the diagnostics say why; for [`KIND_TOO_MUCH_OUTPUT`] they
 //!   are the head of clang's diagnostics.
 //!
@@ -36,12 +39,12 @@ pub(crate) const REPLY_MAGIC: u32 = u32::from_le_bytes(*b"EJCR");
 /// The first four bytes of the frame the server writes once it is ready: `EJCH`.
 pub(crate) const READY_MAGIC: u32 = u32::from_le_bytes(*b"EJCH");
 /// The protocol's version, in the ready frame: a server of another version is not used.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 
 /// Bytes in a request header.
 pub(crate) const REQUEST_HEADER_SIZE: usize = 32;
 /// Bytes in a reply header.
-pub(crate) const REPLY_HEADER_SIZE: usize = 40;
+pub(crate) const REPLY_HEADER_SIZE: usize = 48;
 /// Bytes in the ready frame: magic, version, LLVM major version (u32 each).
 pub(crate) const READY_SIZE: usize = 12;
 
@@ -275,6 +278,9 @@ pub(crate) struct ReplyHeader {
     pub diagnostics_len: u64,
     /// Dependency-list bytes that follow.
     pub dependencies_len: u64,
+    /// The server's own time for the request, in nanoseconds (the request read in full
+    /// to the reply ready).
+    pub server_ns: u64,
 }
 
 impl ReplyHeader {
@@ -294,6 +300,7 @@ impl ReplyHeader {
         put(&mut h, 16, &self.object_len.to_le_bytes());
         put(&mut h, 24, &self.diagnostics_len.to_le_bytes());
         put(&mut h, 32, &self.dependencies_len.to_le_bytes());
+        put(&mut h, 40, &self.server_ns.to_le_bytes());
         h
     }
 }
@@ -326,6 +333,7 @@ pub(crate) fn decode_reply_header(h: &[u8; REPLY_HEADER_SIZE]) -> Result<ReplyHe
         object_len: u64_at(h, 16),
         diagnostics_len: u64_at(h, 24),
         dependencies_len: u64_at(h, 32),
+        server_ns: u64_at(h, 40),
     };
     for (what, len, cap) in [
         ("object", header.object_len, MAX_OBJECT_SIZE),
@@ -408,6 +416,7 @@ mod tests {
             object_len: 10,
             diagnostics_len: 0,
             dependencies_len: 0,
+            server_ns: 14_000_000,
         };
         assert_eq!(decode_reply_header(&ok.encode()), Ok(ok));
         for bad in [
@@ -471,20 +480,23 @@ mod tests {
             object_len in 0..=MAX_OBJECT_SIZE,
             diagnostics_len in 0..=MAX_DIAGNOSTICS,
             dependencies_len in 0..=MAX_DEPENDENCY_LIST,
+            server_ns: u64,
         ) {
             let status = if kind == KIND_TOO_MUCH_OUTPUT { status.rem_euclid(3) + 1 } else { status };
             let h = ReplyHeader {
                 kind, status, has_dependencies: deps, object_len, diagnostics_len,
                 dependencies_len: if deps { dependencies_len } else { 0 },
+                server_ns,
             };
             prop_assert_eq!(decode_reply_header(&h.encode()), Ok(h));
         }
 
         #[test]
-        fn any_reply_header_bytes_decode_or_are_refused(bytes in proptest::array::uniform32(any::<u8>()), tail: u64) {
+        fn any_reply_header_bytes_decode_or_are_refused(bytes in proptest::array::uniform32(any::<u8>()), tail: [u64; 2]) {
             let mut h = [0u8; REPLY_HEADER_SIZE];
             h[..32].copy_from_slice(&bytes);
-            h[32..].copy_from_slice(&tail.to_le_bytes());
+            h[32..40].copy_from_slice(&tail[0].to_le_bytes());
+            h[40..].copy_from_slice(&tail[1].to_le_bytes());
             if let Ok(d) = decode_reply_header(&h) {
                 prop_assert!(d.object_len <= MAX_OBJECT_SIZE);
                 prop_assert!(d.diagnostics_len <= MAX_DIAGNOSTICS);

@@ -11,7 +11,9 @@
 // - the driver-level arguments go through clang's own Driver, as clang's main() does
 //   (the executable's real path decides the resource directory; the name it was called
 //   by decides the diagnostics' prefix and any target/mode prefix), and the single cc1
-//   job it plans is run as cc1_main() runs it;
+//   job it plans is run as cc1_main() runs it; a request that repeats an earlier one's
+//   arguments, executable and directory, whose plan said nothing, gets a copy of that
+//   plan's parsed invocation instead (the same parse, made once);
 // - the source is what clang reads from "-" and the object what it writes to "-": a
 //   memfd put on descriptor 0, and another on descriptor 1, for the request (the
 //   protocol itself uses copies of the original descriptors), so clang names, records
@@ -57,8 +59,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <typeinfo>
 #include <string>
@@ -137,6 +142,16 @@ struct Reply {
   std::string dependencies;
 };
 
+uint64_t monotonic_ns() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
+
+// When the request being served was read in full: the reply carries the server's time
+// from then, so that the client can tell the protocol's overhead from the compile.
+uint64_t request_read_ns = 0;
+
 void send_reply(const Reply &r) {
   unsigned char h[ELFJIT_CS_REPLY_HEADER_SIZE] = {0};
   put32(h, ELFJIT_CS_REPLY_MAGIC);
@@ -146,10 +161,39 @@ void send_reply(const Reply &r) {
   put64(h + 16, r.object.size());
   put64(h + 24, r.diagnostics.size());
   put64(h + 32, r.dependencies.size());
-  write_fully(h, sizeof h);
-  write_fully(r.object.data(), r.object.size());
-  write_fully(r.diagnostics.data(), r.diagnostics.size());
-  write_fully(r.dependencies.data(), r.dependencies.size());
+  put64(h + 40, monotonic_ns() - request_read_ns);
+  // One writev for the whole reply: the client wakes once for a small one.
+  struct iovec parts[4] = {
+      {h, sizeof h},
+      {const_cast<char *>(r.object.data()), r.object.size()},
+      {const_cast<char *>(r.diagnostics.data()), r.diagnostics.size()},
+      {const_cast<char *>(r.dependencies.data()), r.dependencies.size()},
+  };
+  struct iovec *next = parts;
+  int left = 4;
+  while (left > 0) {
+    if (next->iov_len == 0) {
+      next++;
+      left--;
+      continue;
+    }
+    ssize_t n = writev(proto_out, next, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      fail(ELFJIT_CS_EXIT_IO, "cannot write a reply", strerror(errno));
+    }
+    size_t done = static_cast<size_t>(n);
+    while (left > 0 && done >= next->iov_len) {
+      done -= next->iov_len;
+      next++;
+      left--;
+    }
+    if (left > 0) {
+      next->iov_base = static_cast<char *>(next->iov_base) + done;
+      next->iov_len -= done;
+    }
+  }
 }
 
 // Caps the reply's outputs: past a cap, only the head of the diagnostics is sent and the
@@ -304,6 +348,44 @@ bool read_memfd(int fd, uint64_t cap, std::string &out) {
   return true;
 }
 
+// Why the server does not run a parsed compile ("" when it does).
+std::string refusal(clang::CompilerInstance &instance) {
+  clang::FrontendOptions &frontend = instance.getFrontendOpts();
+  if (!frontend.LLVMArgs.empty())
+    return "the compile sets LLVM options (-mllvm), which a server shares between requests";
+  if (!frontend.Plugins.empty() || !frontend.ActionName.empty() ||
+      !frontend.AddPluginActions.empty() || !instance.getCodeGenOpts().PassPlugins.empty())
+    return "the compile loads plugins, which would stay loaded in the server";
+  if (frontend.ProgramAction != clang::frontend::EmitObj)
+    return "the compile does not emit an object";
+  if (frontend.Inputs.size() != 1 || frontend.Inputs[0].getFile() != "-")
+    return "the compile does not read one source from stdin";
+  if (frontend.OutputFile != "-")
+    return "the compile does not write its object to stdout";
+  return "";
+}
+
+// Parsed invocations by plan_key(), for requests that repeat one; at most MAX_PLANS
+// (then the cache starts again empty).
+constexpr size_t MAX_PLANS = 64;
+std::map<std::string, std::unique_ptr<const clang::CompilerInvocation>> plans;
+
+// Everything the driver's plan depends on that can differ between requests: the
+// executable, the current directory and the driver's arguments (the environment and the
+// installation on disk are the server's own, as for a clang spawned meanwhile).
+std::string plan_key(const std::string &executable, const std::vector<const char *> &argv) {
+  std::string key = executable;
+  key.push_back('\0');
+  llvm::SmallString<256> cwd;
+  if (!llvm::sys::fs::current_path(cwd))
+    key.append(cwd.begin(), cwd.end());
+  for (const char *a : argv) {
+    key.push_back('\0');
+    key.append(a);
+  }
+  return key;
+}
+
 // Compiles one request with its source on stdin and stdout going to a memfd, as a
 // spawned clang would see them.
 Reply compile(std::vector<std::string> args, bool want_dependencies) {
@@ -365,56 +447,68 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
 
   int status = 1;
   {
-    clang::driver::Driver driver(executable, llvm::sys::getDefaultTargetTriple(), driver_diags);
-    driver.setTargetAndMode(target_and_mode);
-    std::unique_ptr<clang::driver::Compilation> compilation(
-        driver.BuildCompilation(driver_argv));
-    if (!compilation || compilation->containsError() || driver_diags.hasErrorOccurred()) {
-      driver_printer->finish();
-      diag_os.flush();
-      reply.status = 1;
-      if (deps_fd >= 0)
-        close(deps_fd);
-      apply_caps(reply);
-      return reply;
-    }
-    const clang::driver::JobList &jobs = compilation->getJobs();
-    if (jobs.size() != 1)
-      why = "the driver plans " + std::to_string(jobs.size()) + " jobs, not one compile";
-    const clang::driver::Command *job = jobs.empty() ? nullptr : &*jobs.begin();
-    if (why.empty() && (job->getCreator().getName() != std::string("clang") ||
-                        job->getArguments().empty() ||
-                        job->getArguments()[0] != std::string("-cc1")))
-      why = "the driver's job is not clang -cc1";
-    if (!why.empty()) {
-      if (deps_fd >= 0)
-        close(deps_fd);
-      return needs_spawn(why);
-    }
-
-    // As cc1_main(): parse with a buffer, then replay into the real printer.
-    llvm::ArrayRef<const char *> cc1_args =
-        llvm::ArrayRef<const char *>(job->getArguments()).slice(1);
+    // The driver's plan and its parse into an invocation depend only on the arguments,
+    // the executable, the directory and what is installed: the second time a request
+    // has all of those, the parse of the first is copied instead of made again.
+    std::string key = plan_key(executable, driver_argv);
+    auto planned = plans.find(key);
     auto instance = std::make_unique<clang::CompilerInstance>();
-    llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> parse_opts = new clang::DiagnosticOptions();
     auto *parse_buffer = new clang::TextDiagnosticBuffer;
+    llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> parse_opts = new clang::DiagnosticOptions();
     clang::DiagnosticsEngine parse_diags(diag_ids, &*parse_opts, parse_buffer);
-    bool parsed = clang::CompilerInvocation::CreateFromArgs(instance->getInvocation(), cc1_args,
-                                                            parse_diags, executable.c_str());
+    bool parsed = true;
+    std::unique_ptr<clang::driver::Driver> driver;
+    std::unique_ptr<clang::driver::Compilation> compilation;
+    if (planned != plans.end()) {
+      instance->getInvocation() = *planned->second;
+    } else {
+      driver = std::make_unique<clang::driver::Driver>(
+          executable, llvm::sys::getDefaultTargetTriple(), driver_diags);
+      driver->setTargetAndMode(target_and_mode);
+      compilation.reset(driver->BuildCompilation(driver_argv));
+      if (!compilation || compilation->containsError() || driver_diags.hasErrorOccurred()) {
+        driver_printer->finish();
+        diag_os.flush();
+        reply.status = 1;
+        if (deps_fd >= 0)
+          close(deps_fd);
+        apply_caps(reply);
+        return reply;
+      }
+      const clang::driver::JobList &jobs = compilation->getJobs();
+      if (jobs.size() != 1)
+        why = "the driver plans " + std::to_string(jobs.size()) + " jobs, not one compile";
+      const clang::driver::Command *job = jobs.empty() ? nullptr : &*jobs.begin();
+      if (why.empty() && (job->getCreator().getName() != std::string("clang") ||
+                          job->getArguments().empty() ||
+                          job->getArguments()[0] != std::string("-cc1")))
+        why = "the driver's job is not clang -cc1";
+      if (!why.empty()) {
+        if (deps_fd >= 0)
+          close(deps_fd);
+        return needs_spawn(why);
+      }
+      // As cc1_main(): parse with a buffer, then replay into the real printer.
+      llvm::ArrayRef<const char *> cc1_args =
+          llvm::ArrayRef<const char *>(job->getArguments()).slice(1);
+      parsed = clang::CompilerInvocation::CreateFromArgs(instance->getInvocation(), cc1_args,
+                                                         parse_diags, executable.c_str());
+      // Only a plan that said nothing is kept: a copy replays no diagnostics.
+      bool silent = diagnostics.empty() && driver_diags.getNumWarnings() == 0 &&
+                    parse_buffer->err_begin() == parse_buffer->err_end() &&
+                    parse_buffer->warn_begin() == parse_buffer->warn_end() &&
+                    parse_buffer->remark_begin() == parse_buffer->remark_end() &&
+                    parse_buffer->note_begin() == parse_buffer->note_end();
+      if (parsed && silent && refusal(*instance).empty()) {
+        if (plans.size() >= MAX_PLANS)
+          plans.clear();
+        plans.emplace(std::move(key), std::make_unique<clang::CompilerInvocation>(
+                                          instance->getInvocation()));
+      }
+    }
     clang::FrontendOptions &frontend = instance->getFrontendOpts();
     if (parsed) {
-      if (!frontend.LLVMArgs.empty())
-        why = "the compile sets LLVM options (-mllvm), which a server shares between requests";
-      else if (!frontend.Plugins.empty() || !frontend.ActionName.empty() ||
-               !frontend.AddPluginActions.empty() ||
-               !instance->getCodeGenOpts().PassPlugins.empty())
-        why = "the compile loads plugins, which would stay loaded in the server";
-      else if (frontend.ProgramAction != clang::frontend::EmitObj)
-        why = "the compile does not emit an object";
-      else if (frontend.Inputs.size() != 1 || frontend.Inputs[0].getFile() != "-")
-        why = "the compile does not read one source from stdin";
-      else if (frontend.OutputFile != "-")
-        why = "the compile does not write its object to stdout";
+      why = refusal(*instance);
       if (!why.empty()) {
         if (deps_fd >= 0)
           close(deps_fd);
@@ -519,6 +613,7 @@ bool serve_one() {
     }
     left -= n;
   }
+  request_read_ns = monotonic_ns();
   if (lseek(source_fd, 0, SEEK_SET) != 0)
     fail(ELFJIT_CS_EXIT_SETUP, "cannot rewind the source", strerror(errno));
   int object_fd = memfd_create("elfjit-object", MFD_CLOEXEC);
