@@ -386,6 +386,17 @@ std::string plan_key(const std::string &executable, const std::vector<const char
   return key;
 }
 
+// What a compile leaves to free: its CompilerInstance (the AST, the preprocessor, the
+// sources) and the stream its diagnostics printer writes to. Freed once the reply is
+// sent, so that the client does not wait for the frees; always before the next request
+// is read, so nothing of a request stays for the next.
+struct Leftovers {
+  std::string diagnostics;
+  llvm::raw_string_ostream stream{diagnostics};
+  std::unique_ptr<clang::CompilerInstance> instance;
+};
+std::unique_ptr<Leftovers> leftovers;
+
 // Compiles one request with its source on stdin and stdout going to a memfd, as a
 // spawned clang would see them.
 Reply compile(std::vector<std::string> args, bool want_dependencies) {
@@ -393,7 +404,6 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
   std::string why;
   if (refuses(args, why))
     return needs_spawn(why);
-  restore_options();
   // A spawned clang works in elfjit's current directory (relative -I paths, -g's
   // compilation directory): so does the request, whatever elfjit's directory is now.
   std::string cwd_link = "/proc/" + std::to_string(parent) + "/cwd";
@@ -435,8 +445,9 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
     driver_argv.insert(driver_argv.begin() + 1, std::begin(target_args), std::end(target_args));
   }
 
-  std::string &diagnostics = reply.diagnostics;
-  llvm::raw_string_ostream diag_os(diagnostics);
+  leftovers = std::make_unique<Leftovers>();
+  std::string &diagnostics = leftovers->diagnostics;
+  llvm::raw_string_ostream &diag_os = leftovers->stream;
   llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_opts(
       clang::CreateAndPopulateDiagOpts(driver_argv).release());
   auto *driver_printer = new clang::TextDiagnosticPrinter(diag_os, &*diag_opts);
@@ -452,7 +463,8 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
     // has all of those, the parse of the first is copied instead of made again.
     std::string key = plan_key(executable, driver_argv);
     auto planned = plans.find(key);
-    auto instance = std::make_unique<clang::CompilerInstance>();
+    std::unique_ptr<clang::CompilerInstance> &instance = leftovers->instance;
+    instance = std::make_unique<clang::CompilerInstance>();
     auto *parse_buffer = new clang::TextDiagnosticBuffer;
     llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> parse_opts = new clang::DiagnosticOptions();
     clang::DiagnosticsEngine parse_diags(diag_ids, &*parse_opts, parse_buffer);
@@ -469,6 +481,7 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
       if (!compilation || compilation->containsError() || driver_diags.hasErrorOccurred()) {
         driver_printer->finish();
         diag_os.flush();
+        reply.diagnostics = diagnostics;
         reply.status = 1;
         if (deps_fd >= 0)
           close(deps_fd);
@@ -541,6 +554,7 @@ Reply compile(std::vector<std::string> args, bool want_dependencies) {
   }
   driver_printer->finish();
   diag_os.flush();
+  reply.diagnostics = diagnostics;
   reply.status = status;
   if (deps_fd >= 0) {
     if (!read_memfd(deps_fd, ELFJIT_CS_MAX_DEPENDENCY_LIST, reply.dependencies))
@@ -635,6 +649,9 @@ bool serve_one() {
   close(object_fd);
   apply_caps(r);
   send_reply(r);
+  // After the reply: the request's frees, and LLVM's options as they were at start.
+  leftovers.reset();
+  restore_options();
   return true;
 }
 
