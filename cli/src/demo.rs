@@ -176,6 +176,11 @@ struct Kernel {
     check: Check,
 }
 
+/// How many kernels the demo compiles at once.
+pub fn kernel_count() -> usize {
+    kernels().len()
+}
+
 fn kernels() -> Vec<Kernel> {
     let mut out = Vec::new();
 

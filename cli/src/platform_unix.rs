@@ -89,7 +89,9 @@ pub(crate) fn cmd_demo() -> Result<(), Failure> {
     let compiler = Compiler::find()?;
     // The server first: finding it reads clang's version remembered on disk, which
     // `version` then answers without running clang.
-    let compiling = match elfjit::route::describe(&compiler) {
+    // As many servers as kernels (up to the pool's size), started together: the
+    // kernels are compiled at once.
+    let compiling = match elfjit::route::warm_up(&compiler, demo::kernel_count()) {
         Ok(by) => by.to_string(),
         Err(e) => return Err(Failure::Run(e)),
     };

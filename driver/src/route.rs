@@ -26,7 +26,8 @@
 //! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
 //! reports it), [`last_server_timing`] how that time split between the server's compile
 //! and the protocol around it, and [`describe`] what would compile the next one
-//! (`elfjit --version`).
+//! (`elfjit --version`); [`warm_up`] has as many servers ready as a program is about
+//! to compile kernels at once (`elfjit demo`).
 
 use crate::clang::{compile_args, parse_dependencies, Compiler};
 use crate::compile_server::pool::{self, Found, Pool, Served};
@@ -105,18 +106,39 @@ fn record_timing(timing: Option<ServerTiming>) {
 /// What would compile a kernel with `compiler` now, starting a server if the pool has none
 /// running (its pid is then the one reported).
 pub fn describe(compiler: &Compiler) -> Result<CompiledBy> {
+    warm_up(compiler, 1)
+}
+
+/// [`describe`] for a program about to compile `kernels` kernels at once: it has that
+/// many servers running (at most the pool's size), started together rather than one
+/// after another as the compiles would find them missing, and waits until they are
+/// ready or `compiler`'s [`Compiler::timeout`] passes. Says what would compile the next
+/// kernel: a server (the pid of one of them), or a spawned clang and why.
+pub fn warm_up(compiler: &Compiler, kernels: usize) -> Result<CompiledBy> {
     SERVER_WANTED.store(true, Ordering::Release);
-    match choose(compiler, true)? {
-        Choice::Spawn(reason) => Ok(CompiledBy::Spawned { reason }),
-        Choice::Pool(pool) => match pool.warm() {
-            Ok(pid) => Ok(CompiledBy::Server {
-                pid,
-                binary: pool.binary().path().to_path_buf(),
-            }),
-            Err(why) => Ok(CompiledBy::Spawned {
-                reason: unavailable(Mode::from_env()?, compiler, why)?,
-            }),
-        },
+    let pool = match choose(compiler, true)? {
+        Choice::Spawn(reason) => return Ok(CompiledBy::Spawned { reason }),
+        Choice::Pool(pool) => pool,
+    };
+    let started = if kernels <= 1 {
+        pool.warm().map(|pid| vec![pid])
+    } else {
+        let deadline = Instant::now()
+            .checked_add(compiler.timeout())
+            .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600));
+        pool.warm_servers(kernels, deadline)
+    };
+    match started.map(|pids| pids.first().copied()) {
+        Ok(Some(pid)) => Ok(CompiledBy::Server {
+            pid,
+            binary: pool.binary().path().to_path_buf(),
+        }),
+        Ok(None) => Ok(CompiledBy::Spawned {
+            reason: unavailable(Mode::from_env()?, compiler, "no server".to_string())?,
+        }),
+        Err(why) => Ok(CompiledBy::Spawned {
+            reason: unavailable(Mode::from_env()?, compiler, why)?,
+        }),
     }
 }
 

@@ -75,6 +75,37 @@ fn eight_threads_compiling_at_once_each_get_their_own_object() {
 }
 
 #[test]
+fn warming_up_for_several_kernels_has_that_many_servers_running() {
+    server_required();
+    let compiler = Compiler::find().unwrap();
+    // The pool's default size: the available cores, at most 8.
+    let size = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let by = elfjit::route::warm_up(&compiler, 3).unwrap();
+    let CompiledBy::Server { pid, .. } = by else {
+        panic!("not a server: {by}");
+    };
+    let pids = elfjit::route::server_pids();
+    assert!(pids.contains(&pid), "{pid} not among {pids:?}");
+    assert!(
+        pids.len() >= size.min(3) && pids.len() <= size,
+        "{} servers after warming up for 3 kernels with a pool of {size}: {pids:?}",
+        pids.len()
+    );
+    for p in &pids {
+        assert!(
+            std::path::Path::new(&format!("/proc/{p}")).exists(),
+            "server {p} is not running"
+        );
+    }
+    // And they serve.
+    let object = compiler
+        .compile(b"int warmed(void) { return 3; }", &host_opts())
+        .unwrap();
+    assert!(elfjit::route::server_pids().contains(&assert_served()));
+    assert!(!object.is_empty());
+}
+
+#[test]
 fn a_request_past_its_deadline_is_a_timeout_and_the_pool_recovers() {
     server_required();
     let mut opts = host_opts();

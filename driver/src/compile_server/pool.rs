@@ -460,6 +460,60 @@ impl Pool {
         }
     }
 
+    /// Has `count` servers running at once (at most the pool's size, at least one),
+    /// starting the missing ones together rather than one after another, and waits until
+    /// each is ready or `deadline` passes: what a program about to compile `count`
+    /// kernels at once asks for. Returns their pids, the first being the one [`Self::warm`]
+    /// would name.
+    pub(crate) fn warm_servers(
+        &self,
+        count: usize,
+        deadline: Instant,
+    ) -> std::result::Result<Vec<u32>, String> {
+        let count = count.clamp(1, self.size.max(1));
+        // Each lease is held until every thread has one, so that the leases are different
+        // servers; then all go back idle.
+        let all_held = std::sync::Barrier::new(count);
+        let held: Vec<std::result::Result<u32, String>> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..count)
+                .map(|_| {
+                    s.spawn(|| {
+                        let got = self.checkout(Some(deadline));
+                        all_held.wait();
+                        match got {
+                            Checkout::Got(lease) => lease
+                                .server
+                                .as_ref()
+                                .map(Server::pid)
+                                .ok_or_else(|| "no server".to_string()),
+                            Checkout::TimedOut => Err("no server came back".to_string()),
+                            Checkout::GivenUp(why) => Err(why),
+                        }
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|_| Err("a thread starting a server panicked".to_string()))
+                })
+                .collect()
+        });
+        let mut pids = Vec::with_capacity(held.len());
+        let mut why = None;
+        for one in held {
+            match one {
+                Ok(pid) => pids.push(pid),
+                Err(e) => why = Some(e),
+            }
+        }
+        match (pids.is_empty(), why) {
+            (true, Some(why)) => Err(why),
+            _ => Ok(pids),
+        }
+    }
+
     /// Stops the idle servers unused for its idle timeout at `now`; whether any idle
     /// server is left.
     fn reap(&self, now: Instant) -> bool {
