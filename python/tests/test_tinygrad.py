@@ -286,6 +286,36 @@ def test_environment_variable_installs_the_switch() -> None:
     assert int(out.split("loads")[1].split()[0]) >= 1, out
 
 
+def test_a_compile_server_starts_when_tinygrad_imports_its_compiler() -> None:
+    """Before any kernel: importing tinygrad's CPU compiler under the switch starts
+    elfjit's compile server in the background (a child running the server binary), so
+    the first kernels need not spawn clang while it starts."""
+    out = run_python(
+        "import os, time\n"
+        "import elfjit.tinygrad\n"
+        "elfjit.tinygrad.install()\n"
+        "import tinygrad.runtime.support.compiler_cpu\n"
+        "def servers():\n"
+        "    found = []\n"
+        "    for task in os.listdir('/proc/self/task'):\n"
+        "        with open(f'/proc/self/task/{task}/children') as f:\n"
+        "            for pid in f.read().split():\n"
+        "                try:\n"
+        "                    exe = os.readlink(f'/proc/{pid}/exe')\n"
+        "                except OSError:\n"
+        "                    continue\n"
+        "                if os.path.basename(exe).startswith('compile-server-'):\n"
+        "                    found.append(pid)\n"
+        "    return found\n"
+        "deadline = time.monotonic() + 120\n"
+        "while not servers() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "print('servers', len(servers()))\n",
+        env={"ELFJIT_COMPILER": ""},
+    )
+    assert "servers 1" in out, out
+
+
 def test_compiler_rt_helpers_on_a_generic_cpu() -> None:
     """For a CPU without F16C, clang calls __extendhfsf2 / __truncsfhf2: elfjit resolves
     them (and reaches them through stubs when they are far)."""

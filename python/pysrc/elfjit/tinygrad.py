@@ -181,6 +181,14 @@ def _patch(name: str, module: types.ModuleType) -> None:
             return
         _originals[attribute] = (cls, method, getattr(cls, method))
         setattr(cls, method, replacement)
+    if name == _COMPILER_CPU:
+        # tinygrad is about to compile: a compile server starts now, in the background,
+        # so that its first kernels find it ready instead of spawning clang while it
+        # starts (nothing under ELFJIT_COMPILER=spawn).
+        try:
+            elfjit.prepare()
+        except elfjit.Error:
+            pass  # the first compile says it again
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
