@@ -183,3 +183,45 @@ fn version_runs_clang_version_once() {
     let runs = std::fs::read_to_string(&log).unwrap();
     assert_eq!(runs.lines().count(), 1, "clang --version ran {runs:?}");
 }
+
+/// The pid in a "compiler: compile server (pid N, ...)" line of `text`.
+fn server_pid(text: &str) -> u32 {
+    let after = text
+        .split("compiler: compile server (pid ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no server named in:\n{text}"));
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits
+        .parse()
+        .unwrap_or_else(|e| panic!("pid `{digits}`: {e}\n{text}"))
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie waiting for init to reap it).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn the_servers_of_a_cli_process_end_with_it() {
+    // What `alive` says of a process that runs.
+    assert!(alive(std::process::id()));
+    for args in [&["--version"][..], &["demo"][..]] {
+        let o = run(bin().args(args));
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let pid = server_pid(&stdout(&o));
+        // The CLI kills its servers as it exits; a server whose parent is gone also ends
+        // itself. Either way it is gone (or a zombie for init) moments later.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!alive(pid), "{args:?}: server {pid} outlived the CLI");
+    }
+}
