@@ -249,8 +249,15 @@ impl Compiler {
             return spawned;
         }
         match compile_on_server(self, &args, source, dependencies)? {
-            Some(reply) => server_result(self, reply),
-            None => self.compile_spawned(args, source, dependencies),
+            OnServer::Replied(reply) => server_result(self, reply),
+            OnServer::Spawn => self.compile_spawned(args, source, dependencies),
+            OnServer::SpawnAndJudge { pool, last } => {
+                let spawned = self.compile_spawned(args, source, dependencies);
+                if let Some(why) = pool.judge_failures(spawned.is_ok(), &last) {
+                    pool::note_unavailable(self, &why);
+                }
+                spawned
+            }
         }
     }
 }
@@ -285,21 +292,31 @@ fn server_result(compiler: &Compiler, reply: Reply) -> Result<(Vec<u8>, Vec<Path
     Ok((reply.object, files))
 }
 
+/// What [`compile_on_server`] made of a compile.
+enum OnServer {
+    /// A server's reply.
+    Replied(Reply),
+    /// Spawn clang (the reason is recorded for [`last_compile`]).
+    Spawn,
+    /// Spawn clang, then tell `pool` whether it compiled: servers died on this request
+    /// twice, the second time with `last` ([`Pool::judge_failures`]).
+    SpawnAndJudge { pool: Arc<Pool>, last: String },
+}
+
 /// Compiles `source` with the arguments a spawned `compiler` would get (`args`, after
-/// the executable) on a server, when one is to be used: `Some` is the server's reply,
-/// `None` means spawn clang (the reason is recorded for [`last_compile`]).
+/// the executable) on a server, when one is to be used.
 fn compile_on_server(
     compiler: &Compiler,
     args: &[String],
     source: &[u8],
     want_dependencies: bool,
-) -> Result<Option<Reply>> {
+) -> Result<OnServer> {
     record_timing(None);
     let pool = match choose(compiler, false)? {
         Choice::Pool(pool) => pool,
         Choice::Spawn(reason) => {
             record(CompiledBy::Spawned { reason });
-            return Ok(None);
+            return Ok(OnServer::Spawn);
         }
     };
     // The protocol carries text: a clang whose path is not UTF-8 is spawned.
@@ -307,7 +324,7 @@ fn compile_on_server(
         record(CompiledBy::Spawned {
             reason: "the clang's path is not UTF-8".to_string(),
         });
-        return Ok(None);
+        return Ok(OnServer::Spawn);
     };
     let argv: Vec<String> = std::iter::once(clang)
         .chain(args.iter().map(String::as_str))
@@ -329,7 +346,7 @@ fn compile_on_server(
                 pid,
                 binary: pool.binary().path().to_path_buf(),
             });
-            Ok(Some(reply))
+            Ok(OnServer::Replied(reply))
         }
         Served::Spawn {
             reason,
@@ -337,14 +354,18 @@ fn compile_on_server(
         } => {
             let reason = unavailable(Mode::from_env()?, compiler, reason)?;
             record(CompiledBy::Spawned { reason });
-            Ok(None)
+            Ok(OnServer::Spawn)
         }
         Served::Spawn {
             reason,
             fallback: false,
         } => {
             record(CompiledBy::Spawned { reason });
-            Ok(None)
+            Ok(OnServer::Spawn)
+        }
+        Served::SpawnAfterDeaths { reason, last } => {
+            record(CompiledBy::Spawned { reason });
+            Ok(OnServer::SpawnAndJudge { pool, last })
         }
     }
 }

@@ -47,6 +47,15 @@ fn compile_on(pool: &Pool, c: &Compiler, args: &[String], source: &[u8]) -> Serv
     pool.compile(&req, soon(), c).unwrap()
 }
 
+/// What the pool made of a request, for a failed assertion.
+fn describe(served: &Served) -> String {
+    match served {
+        Served::Reply { pid, .. } => format!("server {pid} replied"),
+        Served::Spawn { reason, fallback } => format!("spawn (fallback {fallback}): {reason}"),
+        Served::SpawnAfterDeaths { reason, .. } => format!("spawn after deaths: {reason}"),
+    }
+}
+
 /// Runs the ignored test `name` of this binary alone, in a process of its own with `env`
 /// added, and returns what it wrote (stdout, then stderr); fails unless it passed.
 pub(super) fn run_alone(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
@@ -94,7 +103,7 @@ fn a_server_that_dies_before_it_is_ready_gives_the_pool_up_at_once() {
                 gave_up += 1;
             }
             Err(crate::Error::ClangMemoryLimit { .. }) => {}
-            Ok(Served::Reply { pid, .. }) => panic!("server {pid} replied"),
+            Ok(other) => panic!("{}", describe(&other)),
             Err(e) => panic!("{e}"),
         }
     }
@@ -150,13 +159,20 @@ fn a_server_that_keeps_dying_is_given_up_and_its_requests_spawn() {
         });
         for n in 1..=DEATHS_BEFORE_GIVING_UP {
             match compile_on(&pool, &c, &args, slow.as_bytes()) {
-                Served::Spawn { reason, fallback } => {
+                Served::SpawnAfterDeaths { reason, last } => {
                     assert!(reason.contains("failed on this request twice"), "{reason}");
                     assert_eq!(reason.matches("signal 9").count(), 2, "{reason}");
-                    // The request that gives the pool up says so (the process's note).
-                    assert_eq!(fallback, n == DEATHS_BEFORE_GIVING_UP, "{reason}");
+                    // What the route does once the spawned clang has compiled it (this
+                    // is valid C): the deaths count. The request that gives the pool up
+                    // says so (the route makes it the process's note).
+                    let gave_up = pool.judge_failures(true, &last);
+                    assert_eq!(
+                        gave_up.is_some(),
+                        n == DEATHS_BEFORE_GIVING_UP,
+                        "{gave_up:?}"
+                    );
                 }
-                Served::Reply { pid, .. } => panic!("server {pid} replied"),
+                other => panic!("{}", describe(&other)),
             }
         }
     });
@@ -167,7 +183,7 @@ fn a_server_that_keeps_dying_is_given_up_and_its_requests_spawn() {
             let why = format!("failed on {DEATHS_BEFORE_GIVING_UP} requests in a row");
             assert!(reason.contains(&why), "{reason}");
         }
-        Served::Reply { pid, .. } => panic!("server {pid} replied"),
+        other => panic!("{}", describe(&other)),
     }
     assert!(pool.pids().is_empty(), "{:?}", pool.pids());
 }
@@ -331,9 +347,19 @@ fn crashing_clang() {
         "{spawned}"
     );
     assert_eq!(crash_verdict(&through_server), verdict);
+    // More crashing sources in a row than the deaths that give a pool up: the source's
+    // fault each time (the spawned clang crashes too), so none counts.
+    for _ in 1..DEATHS_BEFORE_GIVING_UP + 1 {
+        let again = c.compile(CRASHES_CLANG, &opts).unwrap_err();
+        assert_eq!(crash_verdict(&again), verdict);
+    }
     // The pool serves on.
     c.compile(b"int f(void) { return 1; }\n", &opts).unwrap();
-    assert!(matches!(last_compile(), Some(CompiledBy::Server { .. })));
+    assert!(
+        matches!(last_compile(), Some(CompiledBy::Server { .. })),
+        "{:?}",
+        last_compile()
+    );
 }
 
 #[test]

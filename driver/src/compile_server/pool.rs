@@ -19,11 +19,13 @@
 //!   starts a replacement) and is the same [`Error::ClangTimeout`] a spawned clang gives. A
 //!   server that dies, or answers outside the protocol, is dropped and the request retried
 //!   once on a fresh server; after a second failure the request is spawned
-//!   ([`Served::Spawn`] naming both failures), so a source that crashes clang's frontend
+//!   ([`Served::SpawnAfterDeaths`] naming both failures), so a source that crashes clang's frontend
 //!   gets the spawned clang's own error (one that ran out of memory under the compiler
 //!   memory limit is not retried: it is the spawned clang's [`Error::ClangMemoryLimit`]).
 //!   After
-//!   [`DEATHS_BEFORE_GIVING_UP`] such failures without a success in between, or a server
+//!   [`DEATHS_BEFORE_GIVING_UP`] such failures without a success in between on sources
+//!   that the spawned clang then compiled ([`Pool::judge_failures`]: a source that
+//!   crashes clang too is the source's fault, not the servers'), or a server
 //!   that cannot be started or dies before it is ready (a library missing at run time),
 //!   the pool is given up and later compiles spawn clang
 //!   ([`Served::Spawn`], which says why).
@@ -119,6 +121,10 @@ pub(crate) enum Served {
     /// cannot serve at all (no server, or given up), false when only this request needs
     /// a spawned clang (flags a server refuses).
     Spawn { reason: String, fallback: bool },
+    /// Servers died on it twice: spawn clang for it, and tell the pool what the spawned
+    /// clang made of it ([`Pool::judge_failures`]), since only that says whose fault the
+    /// deaths were (a source that crashes clang's frontend crashes a spawned clang too).
+    SpawnAfterDeaths { reason: String, last: String },
 }
 
 /// The servers of one clang.
@@ -419,31 +425,48 @@ impl Pool {
                         first_failure = Some(what);
                         continue;
                     };
-                    let mut state = self.lock();
-                    state.failures_in_a_row += 1;
-                    let gave_up = state.failures_in_a_row >= DEATHS_BEFORE_GIVING_UP;
-                    if gave_up {
-                        state.given_up = Some(format!(
-                            "compile servers failed on {} requests in a row, the last with: {what}",
-                            state.failures_in_a_row
-                        ));
-                    }
-                    drop(state);
-                    if gave_up {
-                        self.returned.notify_all();
-                    }
                     // Spawned, the request gets clang's own verdict (a source that
                     // crashes clang's frontend is clang's error, not the server's).
-                    return Ok(Served::Spawn {
+                    return Ok(Served::SpawnAfterDeaths {
                         reason: format!(
                             "the compile server failed on this request twice: first {first}; \
                              then, retried on another server, {what}"
                         ),
-                        fallback: gave_up,
+                        last: what,
                     });
                 }
             }
         }
+    }
+
+    /// What a spawned clang made of a request servers died on twice
+    /// ([`Served::SpawnAfterDeaths`], `last` the second death): if it compiled, the
+    /// servers failed where clang does not, which counts towards giving the pool up
+    /// ([`DEATHS_BEFORE_GIVING_UP`] such requests in a row); if clang failed too, the
+    /// source was at fault and nothing counts. Returns why the pool was given up, if this
+    /// gave it up.
+    pub(crate) fn judge_failures(&self, spawned_compiled: bool, last: &str) -> Option<String> {
+        if !spawned_compiled {
+            return None;
+        }
+        let mut state = self.lock();
+        if state.given_up.is_some() {
+            return None;
+        }
+        state.failures_in_a_row += 1;
+        if state.failures_in_a_row < DEATHS_BEFORE_GIVING_UP {
+            return None;
+        }
+        let why = format!(
+            "compile servers failed on {} requests in a row that clang itself compiles, \
+             the last with: {last}",
+            state.failures_in_a_row
+        );
+        state.given_up = Some(why.clone());
+        drop(state);
+        // Waiters see the pool given up.
+        self.returned.notify_all();
+        Some(why)
     }
 
     /// Takes a server (starting one if none is idle) and puts it back: what
