@@ -91,7 +91,7 @@ pub(crate) fn cmd_demo() -> Result<(), Failure> {
     // `version` then answers without running clang.
     let compiling = match elfjit::route::describe(&compiler) {
         Ok(by) => by.to_string(),
-        Err(e) => return Err(Failure::Run(e)),
+        Err(e) => return Err(Failure::Run(e.into())),
     };
     let version = compiler.version().unwrap_or_else(|e| e.to_string());
     out(&format!(
