@@ -69,7 +69,8 @@ pub mod memory_limit;
 pub mod orphans;
 mod outcome;
 // One line on stderr per reason per process: owned by `elfjit-observe`, the lowest crate
-// that says any.
+// that says any. (Only the Unix modules say any.)
+#[cfg(unix)]
 use elfjit_observe::notes;
 #[cfg(unix)]
 pub mod parallel;
