@@ -5,7 +5,7 @@
 //! Nothing here is foreign-facing: each binding turns these types into its own (status
 //! codes and a thread-local message in C, an exception hierarchy in Python).
 
-use elfjit::{Arch, Cache, CompileOptions, Compiler, Lang, Module};
+use elfjit::{Arch, Cache, CompileError, CompileOptions, Compiler, Lang, Module};
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -60,6 +60,12 @@ impl From<elfjit::Error> for Failure {
     }
 }
 
+impl From<CompileError> for Failure {
+    fn from(e: CompileError) -> Self {
+        Failure::Elfjit(e.into())
+    }
+}
+
 /// Shorthand for the bindings' results.
 pub type Result<T, E = Failure> = std::result::Result<T, E>;
 
@@ -95,11 +101,19 @@ impl Failure {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Failure::Elfjit(e) => match e {
-                elfjit::Error::ClangNotFound { .. } => ErrorKind::ClangNotFound,
-                elfjit::Error::ClangFailed { .. }
-                | elfjit::Error::ClangTimeout { .. }
-                | elfjit::Error::ClangMemoryLimit { .. }
-                | elfjit::Error::CompileServer { .. } => ErrorKind::Compile,
+                elfjit::Error::Compile(e) => match e {
+                    CompileError::ClangNotFound { .. } => ErrorKind::ClangNotFound,
+                    CompileError::ClangFailed { .. }
+                    | CompileError::ClangTimeout { .. }
+                    | CompileError::ClangMemoryLimit { .. }
+                    | CompileError::CompileServer { .. } => ErrorKind::Compile,
+                    // Spawning clang, its pipes, the cache's files; or clang's output
+                    // too large to hold.
+                    CompileError::Io { .. } | CompileError::Memory(_) => ErrorKind::System,
+                    // ELFJIT_COMPILE_MEMORY, ELFJIT_COMPILER or the pool's size malformed.
+                    CompileError::BadArgument { .. } => ErrorKind::Argument,
+                    CompileError::Unsupported(_) => ErrorKind::Unsupported,
+                },
                 // The code arena ran out (its limit, the address space, the map count) or
                 // the OS refused it memory.
                 elfjit::Error::Io { .. } | elfjit::Error::Memory(_) | elfjit::Error::Arena(_) => {
@@ -311,7 +325,7 @@ mod tests {
 
     #[test]
     fn kinds_follow_the_library_errors() {
-        let not_found = Failure::from(elfjit::Error::ClangNotFound { tried: vec![] });
+        let not_found = Failure::from(CompileError::ClangNotFound { tried: vec![] });
         assert_eq!(not_found.kind(), ErrorKind::ClangNotFound);
         let unsupported = Failure::from(elfjit::Error::Unsupported("x".into()));
         assert_eq!(unsupported.kind(), ErrorKind::Unsupported);

@@ -31,7 +31,7 @@ use elfjit::bounded::{self, describe_size};
 use elfjit::cache::Cache;
 use elfjit::flags::HostInfo;
 use elfjit::run::{run_on, RunRequest};
-use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, RetType};
+use elfjit::{Arch, CompileError, CompileOptions, Compiler, Error, Lang, RetType};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -49,9 +49,17 @@ enum Failure {
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         match e {
-            Error::BadArgument { .. } => Failure::Usage(e.to_string()),
+            Error::BadArgument { .. } | Error::Compile(CompileError::BadArgument { .. }) => {
+                Failure::Usage(e.to_string())
+            }
             other => Failure::Run(other),
         }
+    }
+}
+
+impl From<CompileError> for Failure {
+    fn from(e: CompileError) -> Self {
+        Failure::from(Error::from(e))
     }
 }
 

@@ -93,7 +93,7 @@ pub(crate) fn cmd_demo() -> Result<(), Failure> {
     // kernels are compiled at once.
     let compiling = match elfjit::route::warm_up(&compiler, demo::kernel_count()) {
         Ok(by) => by.to_string(),
-        Err(e) => return Err(Failure::Run(e)),
+        Err(e) => return Err(Failure::Run(e.into())),
     };
     let version = compiler.version().unwrap_or_else(|e| e.to_string());
     out(&format!(

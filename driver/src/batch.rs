@@ -16,7 +16,7 @@
 //!   identical helpers `static inline` in a shared prelude ([`Batch::prelude`]);
 //! - macros defined by one kernel stay defined for those after it (`#undef` them).
 //!
-//! A clang error in a batch fails the whole batch ([`crate::Error::ClangFailed`], with
+//! A clang error in a batch fails the whole batch ([`crate::CompileError::ClangFailed`], with
 //! the kernel named by the `#line` markers); [`crate::parallel`] compiles kernels
 //! separately when one bad kernel must not sink the others.
 //!
@@ -135,7 +135,7 @@ impl Batch {
     /// Compiles the batch with one clang run into one object.
     pub fn compile(&self, compiler: &Compiler, opts: &CompileOptions) -> Result<Vec<u8>> {
         self.check(opts)?;
-        compiler.compile(self.source().as_bytes(), opts)
+        Ok(compiler.compile(self.source().as_bytes(), opts)?)
     }
 
     /// [`Batch::compile`] through a [`Cache`] (the key covers the whole translation unit).
@@ -146,7 +146,7 @@ impl Batch {
         cache: &Cache,
     ) -> Result<(Vec<u8>, CacheStatus)> {
         self.check(opts)?;
-        cache.compile(compiler, self.source().as_bytes(), opts)
+        Ok(cache.compile(compiler, self.source().as_bytes(), opts)?)
     }
 
     /// Links a batch object (from [`Batch::compile`]) into memory and checks that every
@@ -203,7 +203,7 @@ impl Batch {
             .collect();
         let objects = compile_sources(compiler, &sources, opts, NonZeroUsize::new(parts))
             .into_iter()
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let refs: Vec<&[u8]> = objects.iter().map(Vec::as_slice).collect();
         self.check_loaded(Module::load_objects(&refs, &mut |_| None)?)
     }

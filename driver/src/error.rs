@@ -1,63 +1,15 @@
 //! The driver's error type: every failure a user can meet, with enough context to act on.
 
 use std::fmt;
-use std::path::PathBuf;
-use std::time::Duration;
 
 /// Everything that can go wrong between source text and a finished call.
 #[derive(Debug)]
 pub enum Error {
-    /// No clang was found (`ELFJIT_CLANG`, `clang`, `clang-NN` in PATH).
-    ClangNotFound {
-        /// What was looked for, and where.
-        tried: Vec<String>,
-    },
-    /// clang ran and failed; `stderr` holds its diagnostics.
-    ClangFailed {
-        /// The clang that ran.
-        clang: PathBuf,
-        /// How it ended.
-        status: String,
-        /// What it said.
-        stderr: String,
-    },
-    /// clang ran out of memory under the compiler memory limit
-    /// ([`Compiler::with_memory_limit`], `ELFJIT_COMPILE_MEMORY`).
-    #[cfg_attr(
-        unix,
-        doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler::with_memory_limit"
-    )]
-    // Windows compiles nothing: its `Compiler` says so (compile_windows.rs).
-    #[cfg_attr(
-        not(unix),
-        doc = "\n\n[`Compiler::with_memory_limit`]: crate::Compiler"
-    )]
-    ClangMemoryLimit {
-        /// The clang that ran.
-        clang: PathBuf,
-        /// The limit, in bytes.
-        limit: u64,
-        /// What it said.
-        stderr: String,
-    },
-    /// clang did not finish within the timeout and was killed.
-    ClangTimeout {
-        /// The clang that ran.
-        clang: PathBuf,
-        /// The limit it overran.
-        timeout: Duration,
-    },
-    /// `ELFJIT_COMPILER=server` asked for a compile server where there is none, or a
-    /// prebuilt server could not be built (packaging). (A
-    /// request a server fails twice, dying or breaking the protocol, is compiled by a
-    /// spawned clang instead, whose result it gets.)
-    CompileServer {
-        /// The clang the server stands for.
-        clang: PathBuf,
-        /// What happened.
-        message: String,
-    },
-    /// An I/O failure (spawning clang, pipes, reading a file).
+    /// Compiling failed: clang not found, failed, out of memory or time, a compile
+    /// server that was asked for and is not there, the compile side's settings
+    /// ([`elfjit_compile::Error`], with the same text).
+    Compile(elfjit_compile::Error),
+    /// An I/O failure (reading a file, the dlopen fallback's scratch directory).
     Io {
         /// What was being done.
         context: String,
@@ -108,39 +60,7 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::ClangNotFound { tried } => write!(
-                f,
-                "no clang found (tried {}); install one (Debian/Ubuntu: `apt-get install clang-19`) \
-                 or set ELFJIT_CLANG to its path",
-                tried.join(", ")
-            ),
-            Error::ClangFailed { clang, status, stderr } => write!(
-                f,
-                "{} failed ({status}):\n{}",
-                clang.display(),
-                stderr.trim_end()
-            ),
-            Error::ClangMemoryLimit {
-                clang,
-                limit,
-                stderr,
-            } => write!(
-                f,
-                "{} exceeded the compiler memory limit of {} (ELFJIT_COMPILE_MEMORY); raise it \
-                 (e.g. ELFJIT_COMPILE_MEMORY=8G, 0 for none) if the source really needs more:\n{}",
-                clang.display(),
-                crate::bounded::describe_size(*limit),
-                first_lines(stderr, 3)
-            ),
-            Error::ClangTimeout { clang, timeout } => write!(
-                f,
-                "{} did not finish within {:.1} s and was killed",
-                clang.display(),
-                timeout.as_secs_f64()
-            ),
-            Error::CompileServer { clang, message } => {
-                write!(f, "compiling for {}: {message}", clang.display())
-            }
+            Error::Compile(e) => write!(f, "{e}"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::Link(elfjit_core::Error::Backend(b)) => backend(f, b),
             Error::Link(e) => write!(f, "{e}"),
@@ -181,20 +101,6 @@ fn backend(f: &mut fmt::Formatter<'_>, b: &elfjit_core::BackendError) -> fmt::Re
     }
 }
 
-/// The first `n` lines of `text`, and how many more there were: clang's crash report
-/// after an out-of-memory abort is a long stack dump that says nothing more.
-fn first_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut head = lines.iter().take(n).copied().collect::<Vec<_>>().join("\n");
-    if lines.len() > n {
-        head.push_str(&format!(
-            "\n({} more lines of clang's crash report)",
-            lines.len() - n
-        ));
-    }
-    head
-}
-
 fn list_or_none(names: &[String]) -> String {
     if names.is_empty() {
         "(none)".to_string()
@@ -206,6 +112,7 @@ fn list_or_none(names: &[String]) -> String {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            Error::Compile(e) => e.source(),
             Error::Io { source, .. } => Some(source),
             Error::Arena(e) => Some(e),
             Error::Observe(e) => Some(e),
@@ -217,6 +124,12 @@ impl std::error::Error for Error {
 impl From<elfjit_observe::Error> for Error {
     fn from(e: elfjit_observe::Error) -> Self {
         Error::Observe(e)
+    }
+}
+
+impl From<elfjit_compile::Error> for Error {
+    fn from(e: elfjit_compile::Error) -> Self {
+        Error::Compile(e)
     }
 }
 

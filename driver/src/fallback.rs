@@ -39,6 +39,7 @@
 
 use crate::clang::Compiler;
 use crate::error::{Error, Result};
+use crate::CompileError;
 use elfjit_core::elf::Object;
 use elfjit_core::{Arch, Plan};
 use elfjit_os::builtins;
@@ -239,11 +240,11 @@ pub(crate) fn load(
                 stderr.trim_end()
             )));
         }
-        return Err(Error::ClangFailed {
+        return Err(Error::Compile(CompileError::ClangFailed {
             clang: clang.path().to_path_buf(),
             status: out.status.to_string(),
             stderr,
-        });
+        }));
     }
 
     let library = open(&so)?;

@@ -14,13 +14,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The pieces, one job each:
-//! - compiling: [`clang`] (finding and running clang, bounded, on pipes), [`flags`] (what
-//!   to compile for and the clang arguments that follow), [`memory_limit`] (how much memory a
-//!   compiler process may take), [`cache`] (a content-addressed
-//!   object cache in memory and on disk), [`batch`] (many kernels in one translation
-//!   unit), [`parallel`] (one clang per core), [`route`] (whether a warm compile server of
-//!   the process's pool or a spawned clang compiles: `ELFJIT_COMPILER`);
+//! The compile half is its own crate, `elfjit-compile` (clang on pipes, flags, the cache,
+//! the compile servers), re-exported here under the same names; this crate is the load
+//! half and what joins them. The pieces, one job each:
+//! - compiling (from `elfjit-compile`): [`clang`] (finding and running clang, bounded, on
+//!   pipes), [`flags`] (what to compile for and the clang arguments that follow),
+//!   [`memory_limit`] (how much memory a compiler process may take), [`cache`] (a
+//!   content-addressed object cache in memory and on disk), [`parallel`] (one clang per
+//!   core), [`route`] (whether a warm compile server of the process's pool or a spawned
+//!   clang compiles: `ELFJIT_COMPILER`); and here [`batch`] (many kernels in one
+//!   translation unit);
 //! - loading and calling: [`module`] (the loaded image), [`symbol`] (typed symbols that
 //!   borrow it), [`ffi`] (calls whose signature is known at run time, through libffi);
 //! - running a kernel described by `elfjit run`'s options: [`args`] (the `--arg`/`--ret`
@@ -30,95 +33,58 @@
 //! - seeing them run: [`observe`] (perf's symbol files, the GDB JIT interface and unwind
 //!   registration, the `elfjit-observe` crate), told about every module [`Module::load`]
 //!   links in memory;
-//! - the ground under them: [`child`] (the one way a child process is run), [`orphans`]
-//!   (what children leave behind, for programs), [`bounded`]
-//!   (capped reads), [`private_dir`] (directories only this user can write), [`notes`]
-//!   (one line on stderr per reason), [`error`].
+//! - the ground under them (from `elfjit-compile`): [`child`] (the one way a child process
+//!   is run), [`orphans`] (what children leave behind, for programs), [`bounded`] (capped
+//!   reads), [`private_dir`] (directories only this user can write), [`verified`] (files
+//!   kept there and checked before use); [`notes`] (one line on stderr per reason); and
+//!   [`error`] (this crate's, which carries the compile side's as [`Error::Compile`]).
 //!
 //! With the `dlopen-fallback` feature, [`Module::load`] links through `clang -shared`
 //! and `dlopen` instead of the in-memory loader, behind the same API.
 // The compile side's modules are Unix-only: on Windows their links lead to the module
-// that says so (compile_windows.rs).
+// that says so (elfjit-compile's compile_windows.rs, the Windows `clang`).
 #![cfg_attr(
     not(unix),
-    doc = "\n\n[`memory_limit`]: compile_windows\n[`batch`]: compile_windows\n\
-           [`parallel`]: compile_windows\n[`child`]: compile_windows\n\
-           [`orphans`]: compile_windows\n[`private_dir`]: compile_windows"
+    doc = "\n\n[`memory_limit`]: clang\n[`batch`]: clang\n\
+           [`parallel`]: clang\n[`child`]: clang\n\
+           [`orphans`]: clang\n[`private_dir`]: clang\n[`verified`]: clang"
 )]
 
 pub mod args;
 #[cfg(unix)]
 pub mod batch;
-pub mod bounded;
-#[cfg(unix)]
-pub mod cache;
-#[cfg(unix)]
-pub mod child;
-#[cfg(unix)]
-pub mod clang;
-// Windows: the compile side is not ported; the names the load-and-run side uses.
-#[cfg(windows)]
-pub mod compile_windows;
-#[cfg(windows)]
-pub use compile_windows as clang;
-#[cfg(windows)]
-pub use compile_windows as cache;
-#[cfg(windows)]
-pub use compile_windows as route;
-// Until the pool and `Compiler::compile` use it (issue 27), only the tests do.
-#[allow(dead_code, unused_imports)]
-#[cfg(unix)]
-mod compile_server;
 pub mod error;
 #[cfg(all(unix, feature = "dlopen-fallback"))]
 pub mod fallback;
 pub mod ffi;
-pub mod flags;
-#[cfg(unix)]
-pub mod memory_limit;
 pub mod module;
 pub mod native;
-#[cfg(unix)]
-#[cfg_attr(not(target_os = "linux"), path = "orphans_unsupported.rs")]
-pub mod orphans;
-mod outcome;
 /// Profilers, debuggers and unwinding for loaded modules: [`elfjit_observe`].
 pub use elfjit_observe as observe;
 /// One line on stderr per reason per process (owned by `elfjit-observe`, which says
 /// its own notes too).
 pub use elfjit_observe::notes;
-#[cfg(unix)]
-pub mod parallel;
-// The driver's per-OS pieces, one file per OS (each opens with what its OS gives and lacks).
-#[cfg_attr(target_os = "linux", path = "platform_linux.rs")]
-#[cfg_attr(target_os = "macos", path = "platform_macos.rs")]
-#[cfg_attr(target_os = "freebsd", path = "platform_freebsd.rs")]
-#[cfg(unix)]
-mod platform;
-#[cfg(any(target_os = "macos", target_os = "freebsd"))]
-mod platform_bsd;
-#[cfg(unix)]
-pub mod private_dir;
-#[cfg(unix)]
-pub mod route;
 pub mod run;
 pub mod symbol;
 mod symbols;
-#[cfg(unix)]
-pub mod verified;
 #[cfg(not(feature = "dlopen-fallback"))]
 mod warmup;
+
+// The compile half, under the paths it had when it was part of this crate.
+pub use elfjit_compile::{bounded, cache, clang, flags, route};
+#[cfg(unix)]
+pub use elfjit_compile::{child, memory_limit, orphans, parallel, private_dir, verified};
 
 pub use args::{ArgKind, ArgOutcome, ArgSpec, BufferInit, RetType, Scalar, ScalarType};
 #[cfg(unix)]
 pub use batch::Batch;
-pub use cache::{Cache, CacheStatus};
-pub use clang::Compiler;
 #[doc(hidden)]
 #[cfg(unix)]
-pub use compile_server::build_prebuilt_server;
+pub use elfjit_compile::build_prebuilt_server;
+pub use elfjit_compile::Error as CompileError;
 #[cfg(unix)]
-pub use compile_server::SERVER_DIR_ENV;
+pub use elfjit_compile::SERVER_DIR_ENV;
+pub use elfjit_compile::{Cache, CacheStatus, Compiler};
 pub use elfjit_core::Arch;
 /// The code arenas modules are loaded into ([`Module::load_in`]), so a dependent needs no
 /// direct dependency on `elfjit-os` to choose one.

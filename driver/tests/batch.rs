@@ -7,7 +7,7 @@ use elfjit::batch::Batch;
 use elfjit::cache::{Cache, CacheStatus};
 use elfjit::clang::{CompileOptions, Compiler, Lang};
 use elfjit::parallel::{compile_all, compile_sources, Job, ParallelOptions};
-use elfjit::{Arch, Error, Module};
+use elfjit::{Arch, CompileError, Error, Module};
 use std::num::NonZeroUsize;
 
 fn compiler() -> Compiler {
@@ -88,7 +88,10 @@ fn batch_errors_name_the_kernel() {
         .unwrap();
     let e = batch.build(&c, &opts()).err().unwrap();
     let msg = e.to_string();
-    assert!(matches!(e, Error::ClangFailed { .. }), "{msg}");
+    assert!(
+        matches!(e, Error::Compile(CompileError::ClangFailed { .. })),
+        "{msg}"
+    );
     assert!(
         msg.contains("b:1:") && msg.contains("redefinition"),
         "{msg}"
@@ -139,7 +142,7 @@ fn parallel_compile_with_one_broken_kernel() {
                 let Err(e) = r else {
                     panic!("the broken kernel compiled")
                 };
-                assert!(matches!(e, Error::ClangFailed { .. }), "{e}");
+                assert!(matches!(e, CompileError::ClangFailed { .. }), "{e}");
                 assert!(e.to_string().contains("expected expression"), "{e}");
                 continue;
             }

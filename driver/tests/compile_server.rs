@@ -5,7 +5,7 @@
 #![cfg(unix)]
 
 use elfjit::route::{last_compile, CompiledBy};
-use elfjit::{Arch, CompileOptions, Compiler, Error, Lang, Module, Symbol};
+use elfjit::{Arch, CompileError as Error, CompileOptions, Compiler, Lang, Module, Symbol};
 use std::sync::Once;
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 #![cfg(unix)]
 
 use elfjit::clang::{CompileOptions, Compiler, Lang};
-use elfjit::{Error, Module};
+use elfjit::{CompileError as Error, Module};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -383,6 +383,7 @@ fn run_emulated(compiled: &Compiled<'_>) -> Result<RunOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use elfjit::CompileError;
 
     #[test]
     fn foreign_target_compile_errors_come_first() {
@@ -395,7 +396,7 @@ mod tests {
         let foreign_run = unsafe { run_with(&c, &req) };
         assert!(matches!(
             foreign_run.unwrap_err(),
-            Error::ClangFailed { .. }
+            Error::Compile(CompileError::ClangFailed { .. })
         ));
         // Forced emulation on the host: the same.
         req.target = host.unwrap_or(Arch::X86_64);
@@ -404,7 +405,7 @@ mod tests {
         let emulated_run = unsafe { run_with(&c, &req) };
         assert!(matches!(
             emulated_run.unwrap_err(),
-            Error::ClangFailed { .. }
+            Error::Compile(CompileError::ClangFailed { .. })
         ));
     }
 }

@@ -229,7 +229,7 @@ pub fn is_runner_file(name: &str) -> bool {
 /// runner cache `root` (`elfjit cache clear`); other files are left alone. A missing
 /// directory is empty; one that is not yours alone is refused and left as it is.
 pub fn clear_dir(root: &Path) -> Result<Cleared> {
-    cache::clear_matching(root, is_runner_file)
+    Ok(cache::clear_matching(root, is_runner_file)?)
 }
 
 /// Says once why the runner in `dir` is rebuilt.

@@ -7,7 +7,7 @@
 //! claims to support, and every `not_on` entry is a real clang rejection.
 
 use elfjit::clang::{CompileOptions, Compiler};
-use elfjit::{Arch, Error};
+use elfjit::{Arch, CompileError};
 use elfjit_tests::{case, check_case, corpus, kernel_source, Case};
 
 fn host() -> Arch {
@@ -95,18 +95,15 @@ fn state_is_fresh_per_run() {
     }
 }
 
-/// Boxed: `elfjit::Error` is large (clippy's `result_large_err`).
-fn compile_for(compiler: &Compiler, c: &Case, arch: Arch) -> Result<Vec<u8>, Box<Error>> {
+fn compile_for(compiler: &Compiler, c: &Case, arch: Arch) -> Result<Vec<u8>, CompileError> {
     let opts = CompileOptions::new(c.lang(), arch);
-    compiler
-        .compile(&kernel_source(c.file), &opts)
-        .map_err(Box::new)
+    compiler.compile(&kernel_source(c.file), &opts)
 }
 
 fn expect_rejected(c: &Case, arch: Arch, why: &str) {
     let compiler = Compiler::find().expect("clang");
-    match compile_for(&compiler, c, arch).map_err(|e| *e) {
-        Err(Error::ClangFailed { stderr, .. }) => {
+    match compile_for(&compiler, c, arch) {
+        Err(CompileError::ClangFailed { stderr, .. }) => {
             // The reason quotes clang's diagnostic; it must still be what clang says.
             let quoted = why.split('"').nth(1).unwrap_or(why);
             assert!(

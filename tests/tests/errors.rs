@@ -7,7 +7,7 @@
 use elfjit::args::{ArgSpec, RetType};
 use elfjit::clang::{CompileOptions, Compiler, Lang};
 use elfjit::run::RunRequest;
-use elfjit::{Arch, Error, Module};
+use elfjit::{Arch, CompileError, Error, Module};
 use elfjit_emulate::run;
 use elfjit_tests::{kernel_source, request};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -468,7 +468,7 @@ fn clang_errors_carry_the_diagnostic() {
         )
         .expect_err("a C syntax error compiles");
     match &c_err {
-        Error::ClangFailed { stderr, .. } => {
+        CompileError::ClangFailed { stderr, .. } => {
             assert!(stderr.contains("error:"), "no diagnostic: {stderr}");
             assert!(
                 stderr.contains("expected"),
@@ -489,7 +489,7 @@ fn clang_errors_carry_the_diagnostic() {
         )
         .expect_err("broken IR compiles");
     match &ir_err {
-        Error::ClangFailed { stderr, .. } => assert!(stderr.contains("error"), "{stderr}"),
+        CompileError::ClangFailed { stderr, .. } => assert!(stderr.contains("error"), "{stderr}"),
         e => panic!("expected ClangFailed, got {e:?}"),
     }
 
@@ -501,7 +501,7 @@ fn clang_errors_carry_the_diagnostic() {
     req.ret = RetType::I32;
     // SAFETY: the source does not compile, so nothing is called.
     match unsafe { run(&req) } {
-        Err(Error::ClangFailed { stderr, .. }) => {
+        Err(Error::Compile(CompileError::ClangFailed { stderr, .. })) => {
             assert!(stderr.contains("undeclared_thing"), "{stderr}")
         }
         Err(e) => panic!("expected ClangFailed, got {e:?}"),
@@ -516,7 +516,7 @@ fn missing_clang_is_reported() {
     let result = Compiler::find_with(None, Some(empty.as_os_str()));
     let _ = std::fs::remove_dir(&empty);
     match result {
-        Err(e @ Error::ClangNotFound { .. }) => {
+        Err(e @ CompileError::ClangNotFound { .. }) => {
             let text = e.to_string();
             assert!(text.contains("ELFJIT_CLANG"), "no hint how to fix: {text}");
         }
@@ -527,7 +527,7 @@ fn missing_clang_is_reported() {
         ),
     }
     match Compiler::find_with(Some("/nonexistent/dir/clang".as_ref()), None) {
-        Err(Error::ClangNotFound { tried }) => {
+        Err(CompileError::ClangNotFound { tried }) => {
             assert!(
                 tried.iter().any(|t| t.contains("/nonexistent/dir/clang")),
                 "{tried:?}"

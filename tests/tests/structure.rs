@@ -259,6 +259,7 @@ fn no_file_imports_a_file_that_imports_it() {
         circles.join("\n")
     );
     assert!(report.contains("elfjit-cli"), "{report}");
+    assert!(report.contains("elfjit-compile"), "{report}");
 }
 
 #[test]

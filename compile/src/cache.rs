@@ -12,7 +12,7 @@
 //! the `--version` line per clang executable (see [`Cache::clang_version`]).
 //!
 //! **What is cached.** Object bytes, not loaded images: a hit is a lookup plus
-//! [`crate::Module::load`].
+//! `elfjit::Module::load`.
 //!
 //! **In memory.** A map bounded by total object bytes ([`DEFAULT_MEMORY_LIMIT`]),
 //! least-recently-used entries evicted first, behind a mutex: one [`Cache`] can be shared

@@ -3,7 +3,7 @@
 // this one process, so a kernel costs clang's own work and not clang's start.
 //
 // The protocol (frames, magic numbers, caps, exit statuses) is defined once, in
-// driver/src/compile_server/protocol.rs; every ELFJIT_CS_* macro used here is passed
+// compile/src/compile_server/protocol.rs; every ELFJIT_CS_* macro used here is passed
 // from there with -D when elfjit builds this file. Usage: SERVER PARENT_PID (elfjit puts
 // its memory limit on it from outside, as on a spawned clang).
 //

@@ -1,6 +1,6 @@
 //! Builds the compile server for the clang found into a directory, with its manifest, as
 //! a prebuilt server (`scripts/dist` puts it in the Python wheel's `elfjit/_server/`):
-//! `cargo run -p elfjit --example build_compile_server -- OUT_DIR`. Prints its path.
+//! `cargo run -p elfjit-compile --example build_compile_server -- OUT_DIR`. Prints its path.
 
 #[cfg(unix)]
 fn main() -> std::process::ExitCode {
@@ -8,7 +8,7 @@ fn main() -> std::process::ExitCode {
         eprintln!("usage: build_compile_server OUT_DIR");
         return std::process::ExitCode::from(2);
     };
-    match elfjit::build_prebuilt_server(std::path::Path::new(&out)) {
+    match elfjit_compile::build_prebuilt_server(std::path::Path::new(&out)) {
         Ok(path) => {
             println!("{}", path.display());
             std::process::ExitCode::SUCCESS

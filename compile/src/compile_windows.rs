@@ -120,4 +120,4 @@ pub fn last_server_timing() -> Option<ServerTiming> {
 }
 
 /// No compile server to warm on Windows.
-pub(crate) fn warm_in_background() {}
+pub fn warm_in_background() {}

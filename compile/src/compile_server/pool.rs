@@ -470,7 +470,7 @@ impl Pool {
     }
 
     /// Takes a server (starting one if none is idle) and puts it back: what
-    /// [`crate::prepare`] does so the first compile finds one running. Returns its pid.
+    /// [`crate::route::warm_in_background`] does so the first compile finds one running. Returns its pid.
     pub(crate) fn warm(&self) -> std::result::Result<u32, String> {
         match self.checkout(None) {
             Checkout::Got(lease) => lease

@@ -7,7 +7,7 @@
 //! on a thread of its own once its spawned clang has finished, and spawns clang meanwhile,
 //! as do the compiles that come before the server is ready, so a short-lived process never
 //! waits for a server's start and its first compile does not share the cores with it
-//! ([`crate::prepare`] and [`describe`] start it earlier); `spawn`, always a spawned
+//! ([`warm_in_background`], `elfjit::prepare`, and [`describe`] start it earlier); `spawn`, always a spawned
 //! clang; `server`, always a server, and an error where there is none. Any other value is
 //! an error naming it. Flags a server must not compile (`-mllvm`, which changes LLVM's
 //! global state) are spawned whatever the setting.
@@ -21,7 +21,7 @@
 //! spawned clang's; a server that dies on a request is replaced and the request retried
 //! once, then spawned (a source that crashes clang is clang's own error). Servers run in
 //! the environment a spawned clang would see now (`CPATH`, ...: see the pool).
-//! [`crate::prepare`] starts a server in the background.
+//! [`warm_in_background`] (`elfjit::prepare`) starts a server in the background.
 //!
 //! [`last_compile`] tells what compiled this thread's last kernel (`elfjit run --json`
 //! reports it), [`last_server_timing`] how that time split between the server's compile
@@ -168,7 +168,7 @@ fn choose(compiler: &Compiler, wait: bool) -> Result<Choice> {
 }
 
 /// Whether a server is wanted yet: once the process's first compile has finished, or
-/// [`describe`] or [`crate::prepare`] asked for one.
+/// [`describe`] or [`warm_in_background`] asked for one.
 static SERVER_WANTED: AtomicBool = AtomicBool::new(false);
 
 /// Why the process's first compiles spawn clang.
@@ -374,7 +374,7 @@ fn compile_on_server(
 /// the first compile finds one running; does nothing under `ELFJIT_COMPILER=spawn`, with
 /// no clang, or once already done. The thread only waits for the server; a process that
 /// exits meanwhile takes it along (and the server sees its parent gone and exits).
-pub(crate) fn warm_in_background() {
+pub fn warm_in_background() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     SERVER_WANTED.store(true, Ordering::Release);
     STARTED.call_once(|| {

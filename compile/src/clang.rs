@@ -260,8 +260,7 @@ impl Compiler {
 
     /// Runs clang with `args` and nothing on stdin (a link: the dlopen-fallback's
     /// `clang -shared`), bounded like every clang run; the caller reads the status.
-    #[cfg_attr(not(feature = "dlopen-fallback"), allow(dead_code))]
-    pub(crate) fn run_plain(&self, args: Vec<OsString>) -> Result<Finished> {
+    pub fn run_plain(&self, args: Vec<OsString>) -> Result<Finished> {
         self.run(args, &[], "output", MAX_VERSION_OUTPUT, None)
     }
 
