@@ -10,6 +10,7 @@
 
 pub mod arena;
 pub mod builtins;
+pub mod code_placement;
 mod cross_thread;
 pub mod icache;
 #[cfg(target_os = "linux")]

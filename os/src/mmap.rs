@@ -178,10 +178,27 @@ impl MemoryBackend for MmapBackend {
             .ok_or(BackendError::new("allocate (alignment)", size, 0))?;
         // In range: every segment lies inside `size` bytes, and `size` fits a usize.
         let placed = segments.map(|segment| (segment.offset as usize, segment.size as usize));
-        let start = match &self.jit {
-            None => self.map_aligned(len, align)?,
-            Some(jit) => MmapBackend::map_jit(jit, len, align, &placed, self.page_size as usize)?,
-        };
+        let (code_offset, code_len) = placed
+            .get(SegmentKind::Code.index())
+            .copied()
+            .unwrap_or_default();
+        let start = crate::code_placement::map_clear_of_blind_addresses(
+            || {
+                match &self.jit {
+                    None => self.map_aligned(len, align),
+                    Some(jit) => {
+                        MmapBackend::map_jit(jit, len, align, &placed, self.page_size as usize)
+                    }
+                }
+                .map(|start| start.as_ptr() as usize)
+            },
+            // SAFETY: a mapping just made here and refused; nothing refers to it.
+            |refused| unsafe { sys::unmap(refused, len) },
+            code_offset,
+            code_len,
+        )?;
+        let start =
+            NonNull::new(start as *mut u8).ok_or(BackendError::new("mmap", len as u64, 0))?;
         let mut targets = [0u64; 3];
         for (target, segment) in targets.iter_mut().zip(&segments) {
             if segment.size != 0 {
@@ -319,6 +336,27 @@ mod tests {
 
     fn request(size: u64, align: u64) -> SegmentRequest {
         SegmentRequest { size, align }
+    }
+
+    /// Code aligned to 512 MiB in mappings kept alive: the OS steps down through the
+    /// address space, so one of nine would start at a multiple of 4 GiB, where libgcc's
+    /// unwinder cannot see a function (`crate::code_placement`); none does.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn no_code_starts_where_the_unwinder_is_blind() {
+        let mut kept = Vec::new();
+        for _ in 0..9 {
+            let mut b = MmapBackend::new();
+            let layout = Layout::new([request(64, 1 << 29), request(0, 1), request(0, 1)]);
+            let placement = b.allocate(&layout).expect("mmap");
+            let code = placement.target(SegmentKind::Code) as usize;
+            assert_eq!(code % (1 << 29), 0, "{code:#x}");
+            assert!(
+                !crate::code_placement::holds_unwind_blind_address(code, 64),
+                "code at {code:#x}"
+            );
+            kept.push(b);
+        }
     }
 
     #[test]

@@ -149,7 +149,19 @@ impl Chunk {
                 size: len as u64,
             });
         }
-        let base = reserve_aligned(len, align, jit.as_ref())?;
+        // The code runs from the region's target: the reservation's start, or a packed
+        // chunk's executable view after its writable one.
+        let code_offset = match mode {
+            Mode::PageGranular => 0,
+            Mode::Packed => code + ro,
+        };
+        let base = crate::code_placement::map_clear_of_blind_addresses(
+            || reserve_aligned(len, align, jit.as_ref()),
+            // SAFETY: a reservation just made here and refused; nothing refers to it.
+            |refused| unsafe { sys::unmap(refused, len) },
+            code_offset,
+            code,
+        )?;
         let mut chunk = Chunk {
             base,
             len,
