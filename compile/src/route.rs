@@ -120,15 +120,11 @@ pub fn warm_up(compiler: &Compiler, kernels: usize) -> Result<CompiledBy> {
         Choice::Spawn(reason) => return Ok(CompiledBy::Spawned { reason }),
         Choice::Pool(pool) => pool,
     };
-    let started = if kernels <= 1 {
-        pool.warm().map(|pid| vec![pid])
-    } else {
-        let deadline = Instant::now()
-            .checked_add(compiler.timeout())
-            .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(3600));
-        pool.warm_servers(kernels, deadline)
-    };
-    match started.map(|pids| pids.first().copied()) {
+    let deadline = Instant::now().checked_add(compiler.timeout());
+    match pool
+        .warm_servers(kernels, deadline)
+        .map(|pids| pids.first().copied())
+    {
         Ok(Some(pid)) => Ok(CompiledBy::Server {
             pid,
             binary: pool.binary().path().to_path_buf(),

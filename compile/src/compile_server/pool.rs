@@ -189,6 +189,21 @@ enum Checkout<'a> {
     GivenUp(String),
 }
 
+impl Checkout<'_> {
+    /// The pid of the server got (which then goes back idle), or why there is none.
+    fn into_pid(self) -> std::result::Result<u32, String> {
+        match self {
+            Checkout::Got(lease) => lease
+                .server
+                .as_ref()
+                .map(Server::pid)
+                .ok_or_else(|| "no server".to_string()),
+            Checkout::TimedOut => Err("no server came back".to_string()),
+            Checkout::GivenUp(why) => Err(why),
+        }
+    }
+}
+
 impl Pool {
     /// A pool of at most `size` servers of `binary` started within `limits` and with
     /// `environment`, each stopped after `idle_timeout` unused. Its servers start on demand.
@@ -472,26 +487,17 @@ impl Pool {
     /// Takes a server (starting one if none is idle) and puts it back: what
     /// [`crate::route::warm_in_background`] does so the first compile finds one running. Returns its pid.
     pub(crate) fn warm(&self) -> std::result::Result<u32, String> {
-        match self.checkout(None) {
-            Checkout::Got(lease) => lease
-                .server
-                .as_ref()
-                .map(Server::pid)
-                .ok_or_else(|| "no server".to_string()),
-            Checkout::TimedOut => Err("no server came back".to_string()),
-            Checkout::GivenUp(why) => Err(why),
-        }
+        self.checkout(None).into_pid()
     }
 
     /// Has `count` servers running at once (at most the pool's size, at least one),
     /// starting the missing ones together rather than one after another, and waits until
     /// each is ready or `deadline` passes: what a program about to compile `count`
-    /// kernels at once asks for. Returns their pids, the first being the one [`Self::warm`]
-    /// would name.
+    /// kernels at once asks for. Returns their pids.
     pub(crate) fn warm_servers(
         &self,
         count: usize,
-        deadline: Instant,
+        deadline: Option<Instant>,
     ) -> std::result::Result<Vec<u32>, String> {
         let count = count.clamp(1, self.size.max(1));
         // Each lease is held until every thread has one, so that the leases are different
@@ -501,17 +507,9 @@ impl Pool {
             let threads: Vec<_> = (0..count)
                 .map(|_| {
                     s.spawn(|| {
-                        let got = self.checkout(Some(deadline));
+                        let got = self.checkout(deadline);
                         all_held.wait();
-                        match got {
-                            Checkout::Got(lease) => lease
-                                .server
-                                .as_ref()
-                                .map(Server::pid)
-                                .ok_or_else(|| "no server".to_string()),
-                            Checkout::TimedOut => Err("no server came back".to_string()),
-                            Checkout::GivenUp(why) => Err(why),
-                        }
+                        got.into_pid()
                     })
                 })
                 .collect();
